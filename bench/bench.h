@@ -1,0 +1,7 @@
+// Entry points of the `moekit bench ...` subcommands. argv[0] is the subcommand name.
+#pragma once
+
+namespace moekit::bench {
+int bench_gemm_main(int argc, char** argv);   ///< moekit bench gemm [--csv|--json] [--shapes ...]
+int bench_quant_main(int argc, char** argv);  ///< moekit bench quant [--csv|--json]
+}  // namespace moekit::bench

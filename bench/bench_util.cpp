@@ -1,0 +1,279 @@
+// Benchmark helpers: CUDA-event timing, the measured device copy bandwidth, L2 rotation and the
+// result table (text / CSV / JSON).
+#include "bench/bench_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "common/check.h"
+
+namespace moekit::bench {
+namespace {
+
+/// Owns a set of CUDA events; destroys them even when the timed function throws.
+class EventSet {
+ public:
+  explicit EventSet(size_t n) : events_(n, nullptr) {
+    for (auto& e : events_) MOEKIT_CUDA_CHECK(cudaEventCreate(&e));
+  }
+  ~EventSet() {
+    for (auto e : events_)
+      if (e) cudaEventDestroy(e);
+  }
+  EventSet(const EventSet&) = delete;
+  EventSet& operator=(const EventSet&) = delete;
+  cudaEvent_t operator[](size_t i) const { return events_[i]; }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// True when `s` is a complete, finite number (so JSON may print it unquoted).
+bool is_number(const std::string& s) {
+  if (s.empty()) return false;
+  // JSON numbers have no leading '+', no leading '.', no hex and no inf/nan.
+  const char c0 = s[0];
+  if (!(c0 == '-' || (c0 >= '0' && c0 <= '9'))) return false;
+  if (c0 == '-' && (s.size() < 2 || s[1] < '0' || s[1] > '9')) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E')) return false;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(v);
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+/// Display width in terminal columns: counts UTF-8 code points, not bytes (µ, ×, ...).
+size_t display_width(const std::string& s) {
+  size_t w = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++w;
+  return w;
+}
+
+}  // namespace
+
+double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, int warmup, int reps) {
+  if (reps < 1) reps = 1;
+  if (warmup < 0) warmup = 0;
+  int iter = 0;
+  for (int i = 0; i < warmup; ++i) fn(iter++);
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  // Every call is bracketed by its own pair of events, and all calls are enqueued back to back
+  // before one synchronization: once the host runs ahead of the GPU, each start event fires when
+  // the previous call finished, so host launch overhead is hidden exactly as in real use.
+  EventSet ev(2 * static_cast<size_t>(reps));
+  for (int i = 0; i < reps; ++i) {
+    MOEKIT_CUDA_CHECK(cudaEventRecord(ev[2 * i], stream));
+    fn(iter++);
+    MOEKIT_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], stream));
+  }
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+
+  std::vector<double> us(reps);
+  for (int i = 0; i < reps; ++i) {
+    float ms = 0.f;
+    MOEKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    us[i] = 1000.0 * ms;
+  }
+  return median_of(std::move(us));
+}
+
+double measured_copy_bandwidth() {
+  static std::mutex mu;
+  static double cached = 0.0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached > 0.0) return cached;
+
+  // 1 GiB source and destination; fall back to smaller sizes where memory is short.
+  size_t bytes = size_t(1) << 30;
+  void* src = nullptr;
+  void* dst = nullptr;
+  for (; bytes >= (size_t(64) << 20); bytes /= 2) {
+    if (cudaMalloc(&src, bytes) == cudaSuccess) {
+      if (cudaMalloc(&dst, bytes) == cudaSuccess) break;
+      cudaFree(src);
+      src = nullptr;
+    }
+    cudaGetLastError();  // clear the allocation failure
+  }
+  MOEKIT_REQUIRE(src && dst, ErrorCode::kCudaError,
+                 "measured_copy_bandwidth: could not allocate two 64 MiB device buffers");
+
+  struct Cleanup {
+    void* a;
+    void* b;
+    cudaStream_t s = nullptr;
+    ~Cleanup() {
+      if (s) cudaStreamDestroy(s);
+      cudaFree(a);
+      cudaFree(b);
+    }
+  } cleanup{src, dst};
+  MOEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&cleanup.s, cudaStreamNonBlocking));
+  cudaStream_t stream = cleanup.s;
+
+  MOEKIT_CUDA_CHECK(cudaMemsetAsync(src, 0x3C, bytes, stream));
+  MOEKIT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream));
+  const double us = time_median_us(
+      [&](int) { MOEKIT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream)); },
+      stream, /*warmup=*/2, /*reps=*/7);
+  MOEKIT_REQUIRE(us > 0.0, ErrorCode::kInternal, "measured_copy_bandwidth: zero elapsed time");
+  cached = 2.0 * static_cast<double>(bytes) / (us * 1e-6);  // bytes read + bytes written
+  return cached;
+}
+
+int rotation_sets(size_t bytes, int max_sets) {
+  if (max_sets < 1) max_sets = 1;
+  int dev = 0;
+  MOEKIT_CUDA_CHECK(cudaGetDevice(&dev));
+  int l2 = 0;
+  MOEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  if (bytes == 0) return max_sets;
+  const size_t target = 3 * static_cast<size_t>(l2 > 0 ? l2 : 0);
+  const size_t sets = (target + bytes - 1) / bytes;
+  return static_cast<int>(std::clamp<size_t>(sets, 1, static_cast<size_t>(max_sets)));
+}
+
+std::string Table::text() const {
+  const size_t ncol = columns_.size();
+  std::vector<size_t> width(ncol, 0);
+  std::vector<bool> numeric(ncol, true);  // right-align columns whose values are all numbers
+  for (size_t c = 0; c < ncol; ++c) width[c] = display_width(columns_[c]);
+  for (const auto& row : rows_) {
+    for (size_t c = 0; c < ncol && c < row.size(); ++c) {
+      width[c] = std::max(width[c], display_width(row[c]));
+      if (!row[c].empty() && row[c] != "-" && row[c] != "n/a" && row[c] != "err" && !is_number(row[c]))
+        numeric[c] = false;
+    }
+  }
+  auto cell = [&](std::string& line, const std::string& s, size_t c) {
+    const size_t pad = width[c] - std::min(width[c], display_width(s));
+    const bool last = c + 1 == ncol;
+    if (numeric[c]) line.append(pad, ' ');
+    line += s;
+    if (!numeric[c] && !last) line.append(pad, ' ');
+    if (!last) line += "  ";
+  };
+  std::string out;
+  std::string line;
+  for (size_t c = 0; c < ncol; ++c) cell(line, columns_[c], c);
+  out += line + "\n";
+  line.clear();
+  for (size_t c = 0; c < ncol; ++c) {
+    line.append(width[c], '-');
+    if (c + 1 < ncol) line += "  ";
+  }
+  out += line + "\n";
+  for (const auto& row : rows_) {
+    line.clear();
+    for (size_t c = 0; c < ncol; ++c) cell(line, c < row.size() ? row[c] : std::string(), c);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string Table::csv() const {
+  std::string out;
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    if (c) out += ',';
+    out += csv_escape(columns_[c]);
+  }
+  out += '\n';
+  for (const auto& row : rows_) {
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      if (c) out += ',';
+      if (c < row.size()) out += csv_escape(row[c]);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::string Table::json() const {
+  std::string out = "[";
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    out += r ? ",\n  {" : "\n  {";
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      if (c) out += ", ";
+      out += '"' + json_escape(columns_[c]) + "\": ";
+      const std::string v = c < rows_[r].size() ? rows_[r][c] : std::string();
+      if (is_number(v))
+        out += v;
+      else if (v.empty() || v == "-" || v == "n/a")
+        out += "null";
+      else
+        out += '"' + json_escape(v) + '"';
+    }
+    out += '}';
+  }
+  out += rows_.empty() ? "]\n" : "\n]\n";
+  return out;
+}
+
+std::string fmt(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  std::string out;
+  if (n > 0) {
+    out.resize(static_cast<size_t>(n) + 1);
+    std::vsnprintf(out.data(), out.size(), format, args);
+    out.resize(static_cast<size_t>(n));
+  }
+  va_end(args);
+  return out;
+}
+
+}  // namespace moekit::bench

@@ -1,0 +1,43 @@
+// Benchmark helpers shared by the bench subcommands: timing with CUDA events, the measured copy
+// bandwidth, and result tables (text, CSV, JSON).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+#include <cuda_runtime_api.h>
+
+namespace moekit::bench {
+
+/// Median time in microseconds of fn(iteration) on `stream`, timed with CUDA events around each
+/// call, after `warmup` untimed calls. fn receives the iteration index so the caller can rotate
+/// among input sets (keep the working set out of L2).
+double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, int warmup = 5,
+                      int reps = 30);
+
+/// Device-to-device copy bandwidth in bytes/s (bytes read + bytes written), measured once per
+/// process with a 1 GiB cudaMemcpyAsync and cached.
+double measured_copy_bandwidth();
+
+/// How many rotating copies of a working set of `bytes` keep repeated runs out of L2
+/// (≥ 3x the L2 size in total), capped by `max_sets`.
+int rotation_sets(size_t bytes, int max_sets = 8);
+
+/// A result table: one row per case, printed as aligned text, CSV or JSON.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> columns) : columns_(std::move(columns)) {}
+  void add_row(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string text() const;
+  std::string csv() const;
+  std::string json() const;  ///< array of objects, one per row, values as strings or numbers
+
+ private:
+  std::vector<std::string> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+/// printf-style formatting into a std::string.
+std::string fmt(const char* format, ...);
+
+}  // namespace moekit::bench

@@ -1,0 +1,64 @@
+// moekit — FP8 block-scaled GEMM on Hopper (sm_90a).
+//
+//   D[m, n] (bf16) = Σ_kb sa[m, kb] · sb[n/128, kb] · Σ_{k∈kb} A[m, k] · B[n, k]
+//
+// A is FP8 E4M3 [M, K] row-major with one FP32 scale per 1x128 block (physical layout of
+// numerics.h, K-block-major), B is FP8 E4M3 [N, K] row-major ("NT") with one FP32 scale per
+// 128x128 block ([ceil(N/128), ceil(K/128)] row-major). Accumulation is two-level: each K block's
+// tensor-core partial sum is promoted into FP32 registers with its scales.
+//
+// Kernels are specialized per tile configuration and compiled at first use with NVRTC; the
+// result is cached in memory and on disk (MOEKIT_CACHE_DIR, default ~/.cache/moekit). See
+// docs/design.md.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <cuda_runtime_api.h>
+
+namespace moekit {
+
+/// Arguments of one dense block-scaled FP8 GEMM. All pointers are device pointers.
+struct GemmFp8Args {
+  int64_t m = 0;  ///< rows of A and D; any m ≥ 0 (m == 0 is a no-op)
+  int64_t n = 0;  ///< rows of B, columns of D; n ≥ 8, n % 8 == 0 (16-byte rows of D)
+  int64_t k = 0;  ///< reduction size; k ≥ 16, k % 16 == 0 (16-byte rows of A and B)
+  const void* a = nullptr;   ///< FP8 E4M3 [m, k]; 16-byte aligned
+  int64_t lda = 0;           ///< row stride of A in elements (bytes); lda ≥ k, lda % 16 == 0
+  const float* sa = nullptr; ///< A scales, physical layout [ceil(k/128), sfa_ld(m)]; 16-byte aligned
+  const void* b = nullptr;   ///< FP8 E4M3 [n, k]; 16-byte aligned
+  int64_t ldb = 0;           ///< row stride of B in elements; ldb ≥ k, ldb % 16 == 0
+  const float* sb = nullptr; ///< B scales [ceil(n/128), ceil(k/128)] row-major; 4-byte aligned
+  void* d = nullptr;         ///< bf16 [m, n]; 16-byte aligned
+  int64_t ldd = 0;           ///< row stride of D in elements; ldd ≥ n, ldd % 8 == 0
+};
+
+/// A kernel tile configuration. Normally chosen by moekit's heuristic; tests and benchmarks may
+/// force one. block_m ∈ {64, 128}; block_n a multiple of 16 in [16, 128] or one of
+/// {144, 160, 192}; stages ≥ 2 and small enough for shared memory.
+struct GemmConfig {
+  int block_m = 0;
+  int block_n = 0;
+  int stages = 0;
+  int raster_group = 0;  ///< tiles are visited in groups of this many M blocks (L2 reuse)
+  int num_sms = 0;       ///< persistent CTAs launched (≤ multiprocessor count)
+  /// Human-readable form, e.g. "m128n128s5g8x132".
+  std::string str() const;
+};
+
+/// The configuration gemm_fp8_nt would use for this shape on the current device.
+GemmConfig gemm_fp8_select_config(int64_t m, int64_t n, int64_t k);
+
+/// Runs D = A·Bᵀ with block scales on `stream` (asynchronous, graph-capturable once the kernel is
+/// compiled — call it once outside capture, or call gemm_fp8_prepare, to compile it first).
+/// Validates every argument and the device (sm_90) and throws moekit::Error on failure.
+/// Thread-safe: concurrent calls on different streams are allowed.
+void gemm_fp8_nt(const GemmFp8Args& args, cudaStream_t stream);
+
+/// Same, with a forced configuration (validated; throws kInvalidArgument if it cannot run).
+void gemm_fp8_nt(const GemmFp8Args& args, const GemmConfig& config, cudaStream_t stream);
+
+/// Compiles (or loads from the disk cache) the kernel for this shape's configuration without
+/// launching anything, so a later call can be captured in a CUDA graph.
+void gemm_fp8_prepare(int64_t m, int64_t n, int64_t k);
+
+}  // namespace moekit

@@ -1,0 +1,6 @@
+// moekit — umbrella header.
+#pragma once
+#include "moekit/error.h"
+#include "moekit/gemm.h"
+#include "moekit/numerics.h"
+#include "moekit/quantize.h"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One device-machine call: facts, GPU tests, sanitizers, benchmarks. Run from the repository root
+# with a build folder carried in `build/`. Writes logs under $OUT (if set) and prints a summary.
+# Usage: scripts/gpu_check.sh [tests|sanitize|bench|all]...
+set -uo pipefail
+OUT=${OUT:-/tmp/moekit-out}
+mkdir -p "$OUT"
+export MOEKIT_CACHE_DIR=${MOEKIT_CACHE_DIR:-$PWD/.jitcache}
+B=./build
+what=${*:-all}
+has() { [[ " $what " == *" $1 "* || " $what " == *" all "* ]]; }
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader
+$B/moekit info
+summary=()
+if has tests; then
+  $B/moekit_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|error" | head -60
+  summary+=("gpu tests: $(grep -E '^\[  PASSED|^\[  FAILED' "$OUT/gpu_tests.log" | head -2 | tr '\n' ' ')")
+fi
+if has sanitize; then
+  F='GemmFp8.EveryTileShape:GemmFp8.RandomShapes:GemmFp8.CudaGraphReplay:Quant*'
+  compute-sanitizer --tool memcheck $B/moekit_gpu_tests --gtest_filter="$F" > "$OUT/memcheck.log" 2>&1
+  summary+=("memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)")
+  compute-sanitizer --tool racecheck $B/moekit_gpu_tests --gtest_filter='GemmFp8.EveryTileShape' > "$OUT/racecheck.log" 2>&1
+  summary+=("racecheck: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)")
+fi
+if has bench; then
+  $B/moekit bench gemm 2>&1 | tee "$OUT/bench_gemm.txt"
+  $B/moekit bench quant 2>&1 | tee "$OUT/bench_quant.txt"
+fi
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,171 @@
+// Host side of the dense FP8 block-scaled GEMM: validation, configuration, TMA descriptors,
+// run-time compiled kernel and launch.
+#include "moekit/gemm.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "common/check.h"
+#include "gemm/gemm_launch.h"
+#include "gemm/heuristic.h"
+#include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "moekit/numerics.h"
+#include "runtime/device.h"
+#include "runtime/driver.h"
+#include "runtime/jit.h"
+
+namespace moekit {
+namespace detail {
+namespace {
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+void validate(const GemmFp8Args& a) {
+  constexpr const char* fn = "moekit::gemm_fp8_nt";
+  MOEKIT_REQUIRE(a.m >= 0, ErrorCode::kInvalidArgument, fn, ": m = ", a.m, " must be >= 0");
+  MOEKIT_REQUIRE(a.m < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn, ": m = ", a.m, " must be < 2^31");
+  MOEKIT_REQUIRE(a.n >= 8 && a.n % 8 == 0 && a.n < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn,
+                 ": n = ", a.n, " must be a positive multiple of 8 (16-byte rows of bf16 D)");
+  MOEKIT_REQUIRE(a.k >= 16 && a.k % 16 == 0 && a.k < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn,
+                 ": k = ", a.k, " must be a positive multiple of 16 (16-byte rows of FP8 A and B)");
+  if (a.m == 0) return;
+  MOEKIT_REQUIRE(a.a && a.sa && a.b && a.sb && a.d, ErrorCode::kInvalidArgument, fn,
+                 ": a null pointer was passed (a, sa, b, sb and d are all required when m > 0)");
+  MOEKIT_REQUIRE(a.lda >= a.k && a.lda % 16 == 0, ErrorCode::kMisaligned, fn, ": lda = ", a.lda,
+                 " must be >= k and a multiple of 16");
+  MOEKIT_REQUIRE(a.ldb >= a.k && a.ldb % 16 == 0, ErrorCode::kMisaligned, fn, ": ldb = ", a.ldb,
+                 " must be >= k and a multiple of 16");
+  MOEKIT_REQUIRE(a.ldd >= a.n && a.ldd % 8 == 0, ErrorCode::kMisaligned, fn, ": ldd = ", a.ldd,
+                 " must be >= n and a multiple of 8");
+  MOEKIT_REQUIRE(aligned16(a.a) && aligned16(a.b) && aligned16(a.d) && aligned16(a.sa), ErrorCode::kMisaligned, fn,
+                 ": a, b, d and sa must be 16-byte aligned");
+  MOEKIT_REQUIRE((reinterpret_cast<uintptr_t>(a.sb) & 3u) == 0, ErrorCode::kMisaligned, fn,
+                 ": sb must be 4-byte aligned");
+}
+
+GemmDeviceLimits limits_of(const DeviceInfo& d) {
+  GemmDeviceLimits lim;
+  lim.num_sms = d.num_sms;
+  lim.smem_bytes = static_cast<unsigned>(d.smem_optin);
+  return lim;
+}
+
+}  // namespace
+
+CUtensorMap make_tma_2d(CUtensorMapDataType dtype, size_t elem_bytes, const void* ptr, uint64_t inner,
+                        uint64_t outer, uint64_t row_stride_elems, uint32_t box_inner, uint32_t box_outer,
+                        CUtensorMapSwizzle swizzle) {
+  CUtensorMap map;
+  std::memset(&map, 0, sizeof map);
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {row_stride_elems * elem_bytes};
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  check_cu(driver().tensorMapEncodeTiled(&map, dtype, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides,
+                                         CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+           "cuTensorMapEncodeTiled");
+  return map;
+}
+
+CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes) {
+  switch (bytes) {
+    case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
+    case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
+    case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
+    default: return CU_TENSOR_MAP_SWIZZLE_NONE;
+  }
+}
+
+std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry) {
+  *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages);
+  return concat("#include \"kernels/sm90/fp8_gemm.cuh\"\n", "extern \"C\" __global__ void __launch_bounds__(",
+                sm90::gemm_num_threads(c.block_m), ", 1)\n", *entry,
+                "(const __grid_constant__ moekit::ptx::TmaDescriptor tma_a,\n"
+                " const __grid_constant__ moekit::ptx::TmaDescriptor tma_b,\n"
+                " const __grid_constant__ moekit::ptx::TmaDescriptor tma_sfa,\n"
+                " const __grid_constant__ moekit::ptx::TmaDescriptor tma_d,\n"
+                " const moekit::sm90::GemmParams params) {\n"
+                "  moekit::sm90::",
+                body, "<", c.block_m, ", ", c.block_n, ", ", c.stages, ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
+}
+
+void launch_fp8_gemm(const GemmConfig& c, const char* body, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
+                     const CUtensorMap& tma_sfa, const CUtensorMap& tma_d, const sm90::GemmParams& params,
+                     cudaStream_t stream) {
+  std::string entry;
+  const std::string source = fp8_gemm_kernel_source(c, body, &entry);
+  jit::Kernel kernel = jit::get_kernel(source, entry);
+  const unsigned smem = sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages);
+
+  CUlaunchConfig cfg;
+  std::memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = static_cast<unsigned>(c.num_sms);
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = static_cast<unsigned>(sm90::gemm_num_threads(c.block_m));
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = smem;
+  cfg.hStream = reinterpret_cast<CUstream>(stream);
+  void* args[] = {const_cast<CUtensorMap*>(&tma_a), const_cast<CUtensorMap*>(&tma_b),
+                  const_cast<CUtensorMap*>(&tma_sfa), const_cast<CUtensorMap*>(&tma_d),
+                  const_cast<sm90::GemmParams*>(&params)};
+  check_cu(driver().launchKernelEx(&cfg, kernel.fn, args, nullptr), "cuLaunchKernelEx(fp8 gemm)");
+}
+
+}  // namespace detail
+
+std::string GemmConfig::str() const {
+  return detail::concat("m", block_m, "n", block_n, "s", stages, "g", raster_group, "x", num_sms);
+}
+
+GemmConfig gemm_fp8_select_config(int64_t m, int64_t n, int64_t k) {
+  const auto& dev = detail::require_sm90("moekit::gemm_fp8_select_config");
+  return detail::select_gemm_config(m, n, k, detail::limits_of(dev));
+}
+
+void gemm_fp8_nt(const GemmFp8Args& args, cudaStream_t stream) {
+  detail::validate(args);
+  if (args.m == 0) return;
+  const auto& dev = detail::require_sm90("moekit::gemm_fp8_nt");
+  gemm_fp8_nt(args, detail::select_gemm_config(args.m, args.n, args.k, detail::limits_of(dev)), stream);
+}
+
+void gemm_fp8_nt(const GemmFp8Args& a, const GemmConfig& c, cudaStream_t stream) {
+  using namespace detail;
+  validate(a);
+  if (a.m == 0) return;
+  const auto& dev = require_sm90("moekit::gemm_fp8_nt");
+  const std::string problem = gemm_config_problem(c, limits_of(dev));
+  MOEKIT_REQUIRE(problem.empty(), ErrorCode::kInvalidArgument, "moekit::gemm_fp8_nt: configuration ", c.str(),
+                 " cannot run: ", problem);
+
+  const uint64_t num_kb = static_cast<uint64_t>(ceil_div(a.k, kQuantBlock));
+  const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
+  const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.a, a.k, a.m, a.lda, 128, c.block_m,
+                                        CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tma_b = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.b, a.k, a.n, a.ldb, 128, c.block_n,
+                                        CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, a.sa, a.m, num_kb, sfa_ld(a.m),
+                                          c.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  const CUtensorMap tma_d = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, a.d, a.n, a.m, a.ldd, d_swizzle / 2,
+                                        c.block_m, swizzle_for_bytes(d_swizzle));
+  sm90::GemmParams params{};
+  params.m = static_cast<uint32_t>(a.m);
+  params.n = static_cast<uint32_t>(a.n);
+  params.k = static_cast<uint32_t>(a.k);
+  params.num_kb = static_cast<uint32_t>(num_kb);
+  params.num_n_sb = static_cast<uint32_t>(ceil_div(a.n, kQuantBlock));
+  params.sb = a.sb;
+  params.raster_group = static_cast<uint32_t>(c.raster_group);
+  launch_fp8_gemm(c, "fp8_gemm_dense", tma_a, tma_b, tma_sfa, tma_d, params, stream);
+}
+
+void gemm_fp8_prepare(int64_t m, int64_t n, int64_t k) {
+  const auto& dev = detail::require_sm90("moekit::gemm_fp8_prepare");
+  const GemmConfig c = detail::select_gemm_config(m, n, k, detail::limits_of(dev));
+  std::string entry;
+  const std::string source = detail::fp8_gemm_kernel_source(c, "fp8_gemm_dense", &entry);
+  jit::get_kernel(source, entry);
+}
+
+}  // namespace moekit

@@ -1,0 +1,29 @@
+// Internal launch helpers of the FP8 GEMM family, shared by the dense and grouped entry points.
+#pragma once
+#include <cuda.h>
+#include <string>
+#include <cuda_runtime_api.h>
+
+#include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "moekit/gemm.h"
+
+namespace moekit::detail {
+
+/// A 2D tiled TMA descriptor: `inner` x `outer` elements, rows `row_stride_elems` apart.
+CUtensorMap make_tma_2d(CUtensorMapDataType dtype, size_t elem_bytes, const void* ptr, uint64_t inner,
+                        uint64_t outer, uint64_t row_stride_elems, uint32_t box_inner, uint32_t box_outer,
+                        CUtensorMapSwizzle swizzle);
+
+/// The TMA swizzle mode for a swizzle span of 32, 64 or 128 bytes (else none).
+CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes);
+
+/// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S>.
+/// Sets *entry to the entry's name.
+std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry);
+
+/// Compiles/loads the kernel (cached) and launches it with c.num_sms persistent CTAs.
+void launch_fp8_gemm(const GemmConfig& c, const char* body, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
+                     const CUtensorMap& tma_sfa, const CUtensorMap& tma_d, const sm90::GemmParams& params,
+                     cudaStream_t stream);
+
+}  // namespace moekit::detail

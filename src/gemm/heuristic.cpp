@@ -1,0 +1,79 @@
+#include "gemm/heuristic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "common/check.h"
+#include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "moekit/numerics.h"
+
+namespace moekit::detail {
+namespace {
+
+constexpr int kMaxStages = 10;
+
+// Model constants (H100 SXM; leads, refined by measurement — docs/perf-notes.md).
+constexpr double kPeakFp8PerSm = 1.45e15 / 132;  // sustained dense FP8 FLOP/s per SM
+constexpr double kL2BytesPerSm = 1.0e11;         // bytes/s one SM can pull through TMA from L2
+constexpr double kDramBytes = 3.0e12;            // device memory bytes/s (read + write)
+constexpr double kDramBytesPerSm = 3.0e10;       // one SM alone cannot keep enough bytes in flight
+constexpr double kTileOverhead = 1.0e-6;         // s per tile: scale loads, epilogue, pipeline fill
+
+constexpr int kBlockNs[] = {16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 192};
+
+}  // namespace
+
+int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim) {
+  for (int s = kMaxStages; s >= 2; --s)
+    if (sm90::gemm_smem_bytes(block_m, block_n, s) <= lim.smem_bytes) return s;
+  return 0;
+}
+
+std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim) {
+  if (!sm90::gemm_block_m_supported(c.block_m)) return concat("block_m=", c.block_m, " is not 64 or 128");
+  if (!sm90::gemm_block_n_supported(c.block_n))
+    return concat("block_n=", c.block_n, " is not a multiple of 16 in [16,128] or one of 144, 160, 192");
+  if (c.stages < 2) return concat("stages=", c.stages, " < 2");
+  const unsigned need = sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages);
+  if (need > lim.smem_bytes)
+    return concat("needs ", need, " bytes of shared memory, the device allows ", lim.smem_bytes);
+  if (c.num_sms < 1 || c.num_sms > lim.num_sms) return concat("num_sms=", c.num_sms, " out of [1, ", lim.num_sms, "]");
+  if (c.raster_group < 1) return concat("raster_group=", c.raster_group, " < 1");
+  return {};
+}
+
+GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim) {
+  GemmConfig best;
+  double best_time = 1e30;
+  const double unique_bytes = double(m * k + n * k + 2 * m * n);
+  for (int bm : {64, 128}) {
+    if (bm == 128 && m <= 64) continue;  // half the tile would be padding
+    for (int bn : kBlockNs) {
+      const int stages = gemm_max_stages(bm, bn, lim);
+      if (stages < 2) continue;
+      const int64_t tiles = ceil_div(m, bm) * ceil_div(n, bn);
+      const int64_t waves = ceil_div(tiles, lim.num_sms);
+      // One math warpgroup cannot hide its promotion behind another's MMAs.
+      const double mma_eff = bm == 128 ? 1.0 : 0.75;
+      const double t_mma = 2.0 * bm * bn * double(k) / (kPeakFp8PerSm * mma_eff);
+      const double t_load = double(bm + bn) * double(k) / kL2BytesPerSm;
+      const int64_t ctas = std::min<int64_t>(tiles, lim.num_sms);
+      const double dram_floor = unique_bytes / std::min(kDramBytes, double(ctas) * kDramBytesPerSm);
+      const double t = std::max(double(waves) * (std::max(t_mma, t_load) + kTileOverhead), dram_floor);
+      // Prefer the larger tile on (near) ties: less L2 traffic, fewer epilogues.
+      if (t < best_time * 0.99 || (t <= best_time * 1.01 && bm * bn > best.block_m * best.block_n)) {
+        best_time = std::min(t, best_time);
+        best.block_m = bm;
+        best.block_n = bn;
+        best.stages = stages;
+        const int64_t num_m_blocks = ceil_div(m, bm);
+        best.raster_group = static_cast<int>(std::min<int64_t>(num_m_blocks, 8));
+        best.num_sms = static_cast<int>(std::min<int64_t>(tiles, lim.num_sms));
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace moekit::detail

@@ -1,0 +1,66 @@
+// BF16 output epilogue of the sm90 GEMM family: FP32 accumulators → bf16 → shared memory with
+// stmatrix (in the TMA swizzle pattern) → TMA store. Rows and columns outside the tensor are
+// clipped by the TMA unit, so tails need no masking here.
+#pragma once
+#include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "kernels/sm90/scheduler.cuh"
+#include "ptx/ptx.cuh"
+
+namespace moekit::sm90 {
+
+/// Identity of a math thread inside the CTA.
+struct MathThread {
+  u32 warpgroup;  ///< math warpgroup (64 rows of the tile each)
+  u32 warp;       ///< warp within the warpgroup
+  u32 lane;
+};
+
+template <int kBlockM, int kBlockN, int kMathThreads>
+struct Bf16TmaEpilogue {
+  static constexpr u32 kSwizzle = gemm_d_swizzle_bytes(kBlockN);  // bytes per swizzled row
+  static constexpr u32 kChunksPerRow = kSwizzle / 16;              // 16-byte chunks per atom row
+  static constexpr u32 kAtomCols = kSwizzle / 2;                   // bf16 columns per atom
+  static constexpr u32 kAtoms = kBlockN / kAtomCols;
+  static constexpr u32 kAtomBytes = kBlockM * kSwizzle;
+  static_assert(kBlockN % kAtomCols == 0, "BLOCK_N must be a whole number of swizzle atoms");
+
+  /// Stores the tile's accumulators `acc` (wgmma layout, kBlockN/2 per thread) at (t.m0, t.n0).
+  /// `smem_d` is the 1024-byte aligned staging buffer. Called by all math threads.
+  __device__ __forceinline__ static void store(const float (&acc)[kBlockN / 2], const Tile& t, u32 n,
+                                               u32 smem_d, const ptx::TmaDescriptor& tma_d,
+                                               const MathThread& th) {
+    // The previous tile's TMA store must have finished reading the staging buffer.
+    if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait_read<0>();
+    ptx::named_barrier_sync(1, kMathThreads);
+
+    const u32 row = th.warpgroup * 64 + th.warp * 16 + (th.lane % 16);
+#pragma unroll
+    for (u32 i = 0; i < kBlockN / 8; ++i) {
+      const u32 atom = i / kChunksPerRow;
+      const u32 byte = row * kSwizzle + (i % kChunksPerRow) * 16;
+      const u32 line = byte / 128;
+      const u32 chunk = ((byte / 16) % 8) ^ (line % kChunksPerRow);
+      const u32 addr = smem_d + atom * kAtomBytes + line * 128 + chunk * 16;
+      ptx::stmatrix_x2(addr, ptx::pack_bf16x2(acc[4 * i + 0], acc[4 * i + 1]),
+                       ptx::pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]));
+    }
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(1, kMathThreads);
+
+    if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) {
+#pragma unroll
+      for (u32 a = 0; a < kAtoms; ++a) {
+        if (t.n0 + a * kAtomCols < n)
+          ptx::tma_store_2d(&tma_d, smem_d + a * kAtomBytes, int(t.n0 + a * kAtomCols), int(t.m0));
+      }
+      ptx::tma_store_commit();
+    }
+  }
+
+  /// Called once by every math thread after the last tile: waits for outstanding stores.
+  __device__ __forceinline__ static void finish(const MathThread& th) {
+    if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait<0>();
+  }
+};
+
+}  // namespace moekit::sm90

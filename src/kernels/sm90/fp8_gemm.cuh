@@ -1,0 +1,196 @@
+// sm90 FP8 block-scaled GEMM family (DeepSeek-V3 "1D2D" scaling): D = A · Bᵀ with A scaled per
+// 1x128 block (per row and K block) and B per 128x128 block.
+//
+// Structure (one CTA per SM, persistent):
+//   * producer warpgroup — one thread walks the scheduler's tiles and, for every K block, waits
+//     for a free stage, then issues TMA loads of the A tile, the B tile and the A scales onto that
+//     stage's `full` mbarrier. It gives most of its registers to the math warpgroups (setmaxnreg).
+//   * math warpgroups — one per 64 rows of BLOCK_M. Per K block: wait `full`, run 4 FP8 wgmma
+//     (k = 32 each) into a temporary accumulator, wait for them, release the stage (`empty`), then
+//     promote: out += (sa_row · sb) · acc in FP32 registers. The FP8 tensor-core accumulator keeps
+//     too few bits for long K, so this two-level accumulation is required for accuracy.
+//   * the epilogue policy writes `out` (here: bf16 via stmatrix + TMA store).
+// The scheduler and the epilogue are template policies, so grouped (MoE) variants reuse this
+// mainloop unchanged.
+#pragma once
+#include "kernels/sm90/epilogue_bf16.cuh"
+#include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "kernels/sm90/scheduler.cuh"
+#include "ptx/ptx.cuh"
+#include "ptx/wgmma_fp8.cuh"
+
+namespace moekit::sm90 {
+
+template <int kBlockM_, int kBlockN_, int kStages_>
+struct Fp8GemmTraits {
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kMathWarpgroups = kBlockM / 64;
+  static constexpr int kMathThreads = 128 * kMathWarpgroups;
+  static constexpr int kThreads = gemm_num_threads(kBlockM);
+  static constexpr u32 kSmemD = gemm_smem_d_bytes(kBlockM, kBlockN);
+  static constexpr u32 kSmemA = gemm_smem_a_bytes(kBlockM);
+  static constexpr u32 kSmemB = gemm_smem_b_bytes(kBlockN);
+  static constexpr u32 kSmemSfa = gemm_smem_sfa_bytes(kBlockM);
+  static constexpr u32 kStageTxBytes = gemm_stage_bytes(kBlockM, kBlockN);
+  /// B tiles that never straddle a 128-row scale block need one B scale per K block.
+  static constexpr bool kUniformSfb = (128 % kBlockN == 0);
+  static constexpr u32 kProducerRegs = 40;
+  static constexpr u32 kMathRegs = 232;
+
+  static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64 or 128");
+  static_assert(gemm_block_n_supported(kBlockN), "unsupported BLOCK_N");
+  static_assert(kStages >= 2, "need at least two stages");
+  static_assert(kSmemD % 1024 == 0 && kSmemA % 1024 == 0 && kSmemB % 1024 == 0,
+                "swizzled tiles must stay 1024-byte aligned");
+};
+
+template <int kBlockM, int kBlockN, int kStages, class Scheduler, class Epilogue>
+__device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
+                                                  const ptx::TmaDescriptor& tma_sfa,
+                                                  const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages>;
+  using Mma = ptx::WgmmaE4M3<kBlockN>;
+
+  extern __shared__ ptx::u8 smem_raw[];
+  const u32 raw = ptx::smem_addr(smem_raw);
+  const u32 base = (raw + 1023u) & ~1023u;
+  ptx::u8* smem = smem_raw + (base - raw);
+  const u32 s_d = base;
+  const u32 s_a = s_d + T::kSmemD;
+  const u32 s_b = s_a + kStages * T::kSmemA;
+  const u32 s_sfa = s_b + kStages * T::kSmemB;
+  const u32 s_full = s_sfa + kStages * T::kSmemSfa;
+  const u32 s_empty = s_full + kStages * 8;
+  const float* sfa_smem = reinterpret_cast<const float*>(smem + (s_sfa - base));
+
+  if (threadIdx.x == T::kMathThreads) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbar_init(s_full + 8 * s, 1);
+      ptx::mbar_init(s_empty + 8 * s, T::kMathThreads / 32);  // one arrival per math warp
+    }
+    ptx::fence_mbar_init();
+    ptx::tma_prefetch_descriptor(&tma_a);
+    ptx::tma_prefetch_descriptor(&tma_b);
+    ptx::tma_prefetch_descriptor(&tma_sfa);
+    ptx::tma_prefetch_descriptor(&tma_d);
+  }
+  __syncthreads();
+
+  const u32 num_kb = p.num_kb;
+
+  if (threadIdx.x >= T::kMathThreads) {
+    // ------------------------------------------------------------------ producer warpgroup
+    ptx::setmaxnreg_dec<T::kProducerRegs>();
+    if (threadIdx.x == T::kMathThreads) {
+      Scheduler sched(p);
+      Tile t;
+      u32 stage = 0, phase = 0;
+      while (sched.next(t)) {
+        for (u32 kb = 0; kb < num_kb; ++kb) {
+          ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
+          const u32 full = s_full + 8 * stage;
+          ptx::mbar_arrive_expect_tx(full, T::kStageTxBytes);
+          ptx::tma_load_2d(s_a + stage * T::kSmemA, &tma_a, full, int(kb * kGemmBlockK), int(t.m0));
+          ptx::tma_load_2d(s_b + stage * T::kSmemB, &tma_b, full, int(kb * kGemmBlockK), int(t.b_row0));
+          ptx::tma_load_2d(s_sfa + stage * T::kSmemSfa, &tma_sfa, full, int(t.m0), int(kb));
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // -------------------------------------------------------------------- math warpgroups
+  ptx::setmaxnreg_inc<T::kMathRegs>();
+  MathThread th;
+  th.warpgroup = threadIdx.x / 128;
+  th.warp = (threadIdx.x % 128) / 32;
+  th.lane = ptx::lane_id();
+  const u32 r0 = th.warpgroup * 64 + th.warp * 16 + th.lane / 4;  // this thread's rows: r0, r0 + 8
+
+  Scheduler sched(p);
+  Tile t;
+  u32 stage = 0, phase = 0;
+  float acc[kBlockN / 2];
+  float out[kBlockN / 2];
+  while (sched.next(t)) {
+    // This tile's B scales: one 128-row block, or two when the tile straddles a block boundary.
+    // Read straight from global memory (warp-uniform, L1-resident), one K block ahead, so the
+    // load latency hides behind the barrier wait and the MMAs.
+    const float* sb = p.sb + t.sb_offset;
+    const u32 sb_blk0 = t.n0 / 128;
+    const u32 sb_blk1 = (sb_blk0 + 1 < p.num_n_sb) ? sb_blk0 + 1 : sb_blk0;
+    const float* sb_row0 = sb + sb_blk0 * num_kb;
+    const float* sb_row1 = sb + sb_blk1 * num_kb;
+    const u32 n_in_blk = t.n0 % 128;
+    const u32 num_former = T::kUniformSfb ? kBlockN / 8
+                                          : ((128 - n_in_blk) < u32(kBlockN) ? (128 - n_in_blk) : u32(kBlockN)) / 8;
+    float sb0_next = __ldg(sb_row0);
+    float sb1_next = T::kUniformSfb ? sb0_next : __ldg(sb_row1);
+
+#pragma unroll
+    for (int i = 0; i < kBlockN / 2; ++i) out[i] = 0.0f;
+
+    for (u32 kb = 0; kb < num_kb; ++kb) {
+      ptx::mbar_wait(s_full + 8 * stage, phase);
+      const float* sfa = sfa_smem + stage * kBlockM;
+      const float sa0 = sfa[r0], sa1 = sfa[r0 + 8];
+      const float sb0 = sb0_next, sb1 = sb1_next;
+      if (kb + 1 < num_kb) {
+        sb0_next = __ldg(sb_row0 + kb + 1);
+        if (!T::kUniformSfb) sb1_next = __ldg(sb_row1 + kb + 1);
+      }
+      const ptx::u64 desc_a = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + th.warpgroup * 64 * kGemmBlockK);
+      const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB);
+
+#pragma unroll
+      for (int i = 0; i < kBlockN / 2; ++i) ptx::fence_operand(acc[i]);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (u32 k = 0; k < kGemmBlockK / 32; ++k) Mma::mma(desc_a + 2 * k, desc_b + 2 * k, acc, k);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < kBlockN / 2; ++i) ptx::fence_operand(acc[i]);
+
+      if (th.lane == 0) ptx::mbar_arrive(s_empty + 8 * stage);  // stage may be refilled now
+
+      const float s00 = sa0 * sb0, s10 = sa1 * sb0;
+      const float s01 = sa0 * sb1, s11 = sa1 * sb1;
+#pragma unroll
+      for (u32 i = 0; i < kBlockN / 8; ++i) {
+        const bool first = T::kUniformSfb || i < num_former;
+        const float lo = first ? s00 : s01;
+        const float hi = first ? s10 : s11;
+        out[4 * i + 0] += lo * acc[4 * i + 0];
+        out[4 * i + 1] += lo * acc[4 * i + 1];
+        out[4 * i + 2] += hi * acc[4 * i + 2];
+        out[4 * i + 3] += hi * acc[4 * i + 3];
+      }
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1u;
+      }
+    }
+    Epilogue::store(out, t, p.n, s_d, tma_d, th);
+  }
+  Epilogue::finish(th);
+}
+
+/// The dense GEMM: DenseScheduler + BF16 TMA epilogue.
+template <int kBlockM, int kBlockN, int kStages>
+__device__ __forceinline__ void fp8_gemm_dense(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
+                                               const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
+                                               const GemmParams& p) {
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages>;
+  fp8_gemm_mainloop<kBlockM, kBlockN, kStages, DenseScheduler<kBlockM, kBlockN>,
+                    Bf16TmaEpilogue<kBlockM, kBlockN, T::kMathThreads>>(tma_a, tma_b, tma_sfa, tma_d, p);
+}
+
+}  // namespace moekit::sm90

@@ -1,0 +1,63 @@
+// Shared-memory layout and tile rules of the sm90 FP8 block-scaled GEMM family.
+//
+// Plain constexpr C++ with no CUDA dependencies: the host runtime (config selection, launch) and
+// the device kernel (compiled by NVRTC) both include this file, so the two can never disagree on
+// how many bytes a configuration needs.
+//
+// Dynamic shared memory, in order (base rounded up to 1024 bytes inside the allocation):
+//   D staging tile      BLOCK_M x BLOCK_N bf16, as BLOCK_N/atom_cols swizzle atoms
+//   A stages            STAGES x BLOCK_M x 128 FP8 (128-byte swizzle)
+//   B stages            STAGES x BLOCK_N x 128 FP8 (128-byte swizzle)
+//   A-scale stages      STAGES x BLOCK_M FP32
+//   full / empty        STAGES + STAGES mbarriers
+// (B scales are read from global memory by the math threads, one K block ahead.)
+#pragma once
+
+namespace moekit::sm90 {
+
+inline constexpr unsigned kGemmBlockK = 128;
+
+/// True if the kernel supports this BLOCK_N: a multiple of 16 in [16, 128], or 144, 160 or 192
+/// (wider tiles must never span more than two 128-column scale blocks).
+constexpr bool gemm_block_n_supported(int bn) {
+  if (bn % 16 != 0 || bn < 16) return false;
+  return bn <= 128 || bn == 144 || bn == 160 || bn == 192;
+}
+
+constexpr bool gemm_block_m_supported(int bm) { return bm == 64 || bm == 128; }
+
+/// Bytes of one 128-B/64-B/32-B swizzle row of the bf16 D staging tile for this BLOCK_N.
+constexpr unsigned gemm_d_swizzle_bytes(int bn) {
+  return (bn * 2) % 128 == 0 ? 128u : ((bn * 2) % 64 == 0 ? 64u : 32u);
+}
+
+constexpr unsigned gemm_smem_d_bytes(int bm, int bn) { return unsigned(bm) * unsigned(bn) * 2u; }
+constexpr unsigned gemm_smem_a_bytes(int bm) { return unsigned(bm) * kGemmBlockK; }
+constexpr unsigned gemm_smem_b_bytes(int bn) { return unsigned(bn) * kGemmBlockK; }
+constexpr unsigned gemm_smem_sfa_bytes(int bm) { return unsigned(bm) * 4u; }
+/// Bytes the TMA delivers per stage (also the mbarrier transaction count).
+constexpr unsigned gemm_stage_bytes(int bm, int bn) {
+  return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + gemm_smem_sfa_bytes(bm);
+}
+/// Total dynamic shared memory of a configuration (independent of the shape).
+constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages) {
+  return 1024u /* alignment slack */ + gemm_smem_d_bytes(bm, bn) + unsigned(stages) * gemm_stage_bytes(bm, bn) +
+         unsigned(stages) * 16u;
+}
+
+/// Run-time shape parameters shared by the GEMM kernels (passed by value; same layout on host
+/// and device).
+struct GemmParams {
+  unsigned m;             ///< rows of A / D
+  unsigned n;             ///< columns of D (rows of B per group)
+  unsigned k;             ///< reduction size
+  unsigned num_kb;        ///< ceil(k / 128)
+  unsigned num_n_sb;      ///< ceil(n / 128): B-scale blocks per group along N
+  const float* sb;        ///< B scales [groups][num_n_sb][num_kb]
+  unsigned raster_group;  ///< M blocks per rasterization group (L2 reuse)
+};
+
+/// Threads per CTA: one warpgroup per 64 rows of BLOCK_M for the math, plus one producer warpgroup.
+constexpr int gemm_num_threads(int bm) { return (bm / 64) * 128 + 128; }
+
+}  // namespace moekit::sm90

@@ -1,0 +1,184 @@
+// moekit — the one layer of inline PTX for Hopper (sm_90a).
+//
+// Every kernel talks to the hardware through these wrappers: shared-memory addresses, mbarriers,
+// the tensor memory accelerator (TMA) loads and stores, proxy fences, warpgroup MMA control and
+// descriptors, stmatrix, named barriers, setmaxnreg and conversions. The header includes nothing
+// so that NVRTC can compile it without the CUDA toolkit headers.
+#pragma once
+
+namespace moekit::ptx {
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef int i32;
+typedef long long i64;
+
+/// A CUtensorMap (128 bytes, 64-byte aligned), passed to kernels by value as __grid_constant__.
+struct alignas(64) TmaDescriptor {
+  u64 opaque[16];
+};
+
+// ------------------------------------------------------------------------------------------------
+// Thread identity and shared-memory addresses
+// ------------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ u32 lane_id() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));
+  return r;
+}
+
+/// 32-bit shared-state-space address of a generic pointer into shared memory.
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  u32 r;
+  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+/// Broadcasts lane 0's value so the compiler may keep it in a uniform register.
+__device__ __forceinline__ u32 warp_uniform(u32 v) { return __shfl_sync(0xffffffffu, v, 0); }
+
+// ------------------------------------------------------------------------------------------------
+// mbarrier (shared::cta)
+// ------------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void mbar_init(u32 bar, u32 arrive_count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrive_count) : "memory");
+}
+
+/// Makes mbarrier initialization visible to the async proxy (TMA) and the other threads.
+__device__ __forceinline__ void fence_mbar_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+/// Arrives and announces `bytes` of transactions (TMA) that will complete this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+/// Blocks until the phase with the given parity has completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// TMA (cp.async.bulk.tensor)
+// ------------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void tma_prefetch_descriptor(const TmaDescriptor* desc) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(desc) : "memory");
+}
+
+/// 2D tile load global → shared, completing `bytes` on mbarrier `bar`. c0 is the inner coordinate.
+__device__ __forceinline__ void tma_load_2d(u32 dst, const TmaDescriptor* desc, u32 bar, i32 c0, i32 c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+      ::"r"(dst), "l"(desc), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+/// 2D tile store shared → global (out-of-bounds parts of the box are not written).
+__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* desc, u32 src, i32 c0, i32 c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];"
+               ::"l"(desc), "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+/// Waits until at most N committed store groups are still reading their shared-memory source.
+template <int N>
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/// Waits until at most N committed store groups are incomplete (writes done).
+template <int N>
+__device__ __forceinline__ void tma_store_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA/wgmma) reads.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Barriers and register reallocation
+// ------------------------------------------------------------------------------------------------
+
+/// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (multiple of 32).
+__device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <u32 N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+template <u32 N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Warpgroup MMA control and shared-memory matrix descriptors
+// ------------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/// Pins a register so the compiler neither reads it early nor moves writes across wgmma control.
+__device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+
+/// Descriptor of a K-major operand tile in shared memory with 128-byte swizzling: rows of 128
+/// bytes (128 FP8 values of K), 8-row core groups 1024 bytes apart. The tile must start on a
+/// 1024-byte boundary; advancing K by 32 FP8 values adds 2 to the descriptor (32 bytes >> 4).
+__device__ __forceinline__ u64 smem_desc_k_sw128(u32 smem_address) {
+  u64 d = 0;
+  d |= static_cast<u64>((smem_address & 0x3FFFFu) >> 4);  // start address
+  d |= static_cast<u64>(1) << 16;                          // leading byte offset (unused here)
+  d |= static_cast<u64>(1024 >> 4) << 32;                  // stride byte offset: 8 rows x 128 B
+  d |= static_cast<u64>(1) << 62;                          // layout: 128-byte swizzle
+  return d;
+}
+
+// ------------------------------------------------------------------------------------------------
+// stmatrix and conversions
+// ------------------------------------------------------------------------------------------------
+
+/// Stores two 8x8 b16 matrices; lanes 0-7 give matrix 0's row addresses, lanes 8-15 matrix 1's.
+__device__ __forceinline__ void stmatrix_x2(u32 addr, u32 r0, u32 r1) {
+  asm volatile("stmatrix.sync.aligned.x2.m8n8.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0), "r"(r1) : "memory");
+}
+
+/// Packs two floats to bf16x2 (round to nearest even): `lo` to the low half (lower address).
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+}  // namespace moekit::ptx

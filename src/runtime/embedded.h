@@ -1,0 +1,15 @@
+// Kernel sources embedded into the library at build time (cmake/embed_sources.cmake) for NVRTC.
+#pragma once
+#include <vector>
+
+namespace moekit::jit {
+
+struct EmbeddedFile {
+  const char* path;  ///< relative to src/, e.g. "kernels/sm90/fp8_gemm.cuh"
+  const char* text;
+};
+
+/// Every embedded header (src/ptx/*.cuh, src/kernels/sm90/*.cuh).
+const std::vector<EmbeddedFile>& embedded_sources();
+
+}  // namespace moekit::jit

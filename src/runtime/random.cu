@@ -1,0 +1,66 @@
+#include "runtime/random.h"
+
+#include <cuda_bf16.h>
+
+#include "common/check.h"
+
+namespace moekit::detail {
+namespace {
+
+__host__ __device__ inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+__host__ __device__ inline float uniform01(uint64_t seed, uint64_t i) {
+  return static_cast<float>(splitmix64(seed * 0x2545F4914F6CDD1Dull + i) >> 40) * (1.0f / 16777216.0f);
+}
+
+__global__ void fill_bf16_kernel(__nv_bfloat16* dst, int64_t n, float scale, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = __float2bfloat16_rn((uniform01(seed, i) * 2.0f - 1.0f) * scale);
+}
+
+__global__ void fill_e4m3_kernel(uint8_t* dst, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint8_t v = static_cast<uint8_t>(splitmix64(seed * 0x2545F4914F6CDD1Dull + i) >> 56);
+    if ((v & 0x7F) == 0x7F) v ^= 0x01;  // avoid NaN encodings
+    dst[i] = v;
+  }
+}
+
+__global__ void fill_f32_kernel(float* dst, int64_t n, float lo, float hi, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = lo + (hi - lo) * uniform01(seed, i);
+}
+
+int grid_for(int64_t n) {
+  int64_t blocks = (n + 255) / 256;
+  return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+}  // namespace
+
+float hash_uniform(uint64_t seed, uint64_t index) { return uniform01(seed, index); }
+
+void fill_random_bf16(void* dst, int64_t n, float scale, uint64_t seed, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_bf16_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), n, scale, seed);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_random_e4m3(void* dst, int64_t n, uint64_t seed, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_e4m3_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<uint8_t*>(dst), n, seed);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_random_f32(float* dst, int64_t n, float lo, float hi, uint64_t seed, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_f32_kernel<<<grid_for(n), 256, 0, stream>>>(dst, n, lo, hi, seed);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace moekit::detail

@@ -1,0 +1,19 @@
+// Device-side random fills for tests and benchmarks (counter-based hash; deterministic per seed).
+#pragma once
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+namespace moekit::detail {
+
+/// Fills n bf16 values with uniform values in [-scale, scale).
+void fill_random_bf16(void* dst, int64_t n, float scale, uint64_t seed, cudaStream_t stream);
+/// Fills n bytes with random finite E4M3 values (never NaN: 0x7F/0xFF are avoided).
+void fill_random_e4m3(void* dst, int64_t n, uint64_t seed, cudaStream_t stream);
+/// Fills n floats with uniform values in [lo, hi).
+void fill_random_f32(float* dst, int64_t n, float lo, float hi, uint64_t seed, cudaStream_t stream);
+
+/// The same hash on the host: uniform float in [0, 1) for (seed, index). Lets tests regenerate
+/// on the CPU exactly what the device filled.
+float hash_uniform(uint64_t seed, uint64_t index);
+
+}  // namespace moekit::detail

@@ -1,0 +1,85 @@
+// CPU tests of the GEMM configuration heuristic and the shared-memory layout rules.
+#include <gtest/gtest.h>
+
+#include "gemm/heuristic.h"
+#include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "moekit/numerics.h"
+
+using moekit::GemmConfig;
+using moekit::detail::GemmDeviceLimits;
+
+namespace {
+
+void expect_runnable(const GemmConfig& c, int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim) {
+  SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " -> " << c.str());
+  EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
+  const int64_t tiles = moekit::ceil_div(m, c.block_m) * moekit::ceil_div(n, c.block_n);
+  EXPECT_LE(c.num_sms, lim.num_sms);
+  EXPECT_LE(c.num_sms, tiles) << "more CTAs than tiles";
+  EXPECT_GE(c.stages, 2);
+}
+
+}  // namespace
+
+TEST(GemmConfig, EveryIssueShapeGetsARunnableConfig) {
+  GemmDeviceLimits lim;
+  for (int64_t m : {1, 3, 64, 127, 129, 4096, 16384})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384},
+                        {4096, 7168}, {7168, 2048}, {64, 128}, {2880, 2880}})
+      expect_runnable(moekit::detail::select_gemm_config(m, n, k, lim), m, n, k, lim);
+}
+
+TEST(GemmConfig, SmallMUsesOneWarpgroupTiles) {
+  GemmDeviceLimits lim;
+  EXPECT_EQ(moekit::detail::select_gemm_config(1, 7168, 16384, lim).block_m, 64);
+  EXPECT_EQ(moekit::detail::select_gemm_config(64, 4096, 7168, lim).block_m, 64);
+  EXPECT_EQ(moekit::detail::select_gemm_config(4096, 7168, 16384, lim).block_m, 128);
+}
+
+TEST(GemmConfig, SmallMSpreadsWeightsOverMostSms) {
+  // Decode-like shapes are bound by reading B: they need most SMs pulling.
+  GemmDeviceLimits lim;
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{2112, 7168}, {7168, 16384}, {4096, 7168}}) {
+    const GemmConfig c = moekit::detail::select_gemm_config(64, n, k, lim);
+    EXPECT_GE(c.num_sms, 100) << n << "x" << k << " -> " << c.str();
+  }
+}
+
+TEST(GemmConfig, StagesRespectSharedMemory) {
+  GemmDeviceLimits lim;
+  for (int bm : {64, 128})
+    for (int bn : {16, 64, 112, 128, 160, 192})
+      {
+        const int s = moekit::detail::gemm_max_stages(bm, bn, lim);
+        ASSERT_GE(s, 2);
+        EXPECT_LE(moekit::sm90::gemm_smem_bytes(bm, bn, s), lim.smem_bytes);
+        if (s < 10) EXPECT_GT(moekit::sm90::gemm_smem_bytes(bm, bn, s + 1), lim.smem_bytes);
+      }
+}
+
+TEST(GemmConfig, RejectsBadForcedConfigs) {
+  GemmDeviceLimits lim;
+  GemmConfig c{128, 128, 4, 8, 132};
+  EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
+  c.block_n = 176;  // would straddle three B-scale blocks
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c.block_n = 120;  // not a multiple of 16
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c = {256, 128, 4, 8, 132};
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c = {128, 128, 40, 8, 132};  // far too much shared memory
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c = {128, 128, 4, 8, 500};
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+}
+
+TEST(GemmLayout, SwizzleChoiceTilesBlockN) {
+  for (int bn = 16; bn <= 192; bn += 16) {
+    if (!moekit::sm90::gemm_block_n_supported(bn)) continue;
+    const unsigned sw = moekit::sm90::gemm_d_swizzle_bytes(bn);
+    EXPECT_EQ((bn * 2) % sw, 0u) << bn;
+  }
+  EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(128), 128u);
+  EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(96), 64u);
+  EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(112), 32u);
+}

@@ -1,0 +1,58 @@
+// moekit command-line tool.
+//
+//   moekit bench gemm  [--csv|--json] [...]   dense FP8 block-scaled GEMM vs cuBLASLt
+//   moekit bench quant [--csv|--json]         activation / weight quantization kernels
+//   moekit jit warm [--m M,..] [--nk N:K,..]  compile (NVRTC) the kernels those shapes use into the disk cache
+//   moekit info                               device, cache directory, version
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "bench/bench.h"
+#include "moekit/moekit.h"
+#include "tools/commands.h"
+
+namespace {
+
+void usage() {
+  std::printf(
+      "usage: moekit <command> [options]\n"
+      "  bench gemm  [--csv|--json] [--shapes M:N:K,...] [--reps R]\n"
+      "                              FP8 block-scaled GEMM: ours vs cuBLASLt FP8 block-scaled and BF16\n"
+      "  bench quant [--csv|--json]  quantization kernels vs the measured copy bandwidth\n"
+      "  jit warm    [--shapes M:N:K,...]\n"
+      "                              compile the kernels those shapes use into the disk cache (no GPU needed)\n"
+      "  info                        device, kernel cache directory, version\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  try {
+    std::string cmd = argv[1];
+    if (cmd == "bench" && argc >= 3) {
+      std::string what = argv[2];
+      if (what == "gemm") return moekit::bench::bench_gemm_main(argc - 2, argv + 2);
+      if (what == "quant") return moekit::bench::bench_quant_main(argc - 2, argv + 2);
+      std::fprintf(stderr, "moekit: unknown benchmark '%s'\n", what.c_str());
+      usage();
+      return 2;
+    }
+    if (cmd == "jit" && argc >= 3 && std::string(argv[2]) == "warm") return moekit::tools::jit_warm_main(argc - 2, argv + 2);
+    if (cmd == "info") return moekit::tools::info_main(argc - 1, argv + 1);
+    std::fprintf(stderr, "moekit: unknown command '%s'\n", cmd.c_str());
+    usage();
+    return 2;
+  } catch (const moekit::Error& e) {
+    std::fprintf(stderr, "moekit: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moekit: error: %s\n", e.what());
+    return 1;
+  }
+}
