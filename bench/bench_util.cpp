@@ -1,6 +1,7 @@
 // Benchmark helpers: CUDA-event timing, the measured device copy bandwidth, L2 rotation and the
 // result table (text / CSV / JSON).
 #include "bench/bench_util.h"
+#include "runtime/random.h"
 
 #include <algorithm>
 #include <cmath>
@@ -106,9 +107,10 @@ double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, i
   MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
 
   // Every call is bracketed by its own pair of events, and all calls are enqueued back to back
-  // before one synchronization: once the host runs ahead of the GPU, each start event fires when
-  // the previous call finished, so host launch overhead is hidden exactly as in real use.
+  // behind a spin kernel that holds the GPU until they are all queued: each event pair then
+  // measures device time (kernel plus launch gap), never the host's enqueue speed.
   EventSet ev(2 * static_cast<size_t>(reps));
+  moekit::detail::gpu_spin(stream, std::min(20000.0, 2000.0 + 100.0 * reps));
   for (int i = 0; i < reps; ++i) {
     MOEKIT_CUDA_CHECK(cudaEventRecord(ev[2 * i], stream));
     fn(iter++);

@@ -40,8 +40,11 @@ struct GemmConfig {
   int block_n = 0;
   int stages = 0;
   int raster_group = 0;  ///< tiles are visited in groups of this many M blocks (L2 reuse)
-  int num_sms = 0;       ///< persistent CTAs launched (≤ multiprocessor count)
-  /// Human-readable form, e.g. "m128n128s5g8x132".
+  int num_sms = 0;       ///< persistent CTAs launched (≤ multiprocessor count, a multiple of multicast)
+  /// CTAs per thread-block cluster along M (1 or 2). With 2, the two CTAs compute vertically
+  /// adjacent tiles and each loads half of their common B tile, multicast to both (TMA multicast).
+  int multicast = 1;
+  /// Human-readable form, e.g. "m128n128s5g8x132c2".
   std::string str() const;
 };
 

@@ -78,7 +78,7 @@ CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes) {
 }
 
 std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry) {
-  *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages);
+  *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast);
   return concat("#include \"kernels/sm90/fp8_gemm.cuh\"\n", "extern \"C\" __global__ void __launch_bounds__(",
                 sm90::gemm_num_threads(c.block_m), ", 1)\n", *entry,
                 "(const __grid_constant__ moekit::ptx::TmaDescriptor tma_a,\n"
@@ -87,7 +87,8 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
                 " const __grid_constant__ moekit::ptx::TmaDescriptor tma_d,\n"
                 " const moekit::sm90::GemmParams params) {\n"
                 "  moekit::sm90::",
-                body, "<", c.block_m, ", ", c.block_n, ", ", c.stages, ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
+                body, "<", c.block_m, ", ", c.block_n, ", ", c.stages, ", ", c.multicast,
+                ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
 }
 
 void launch_fp8_gemm(const GemmConfig& c, const char* body, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
@@ -106,6 +107,15 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const CUtensorMap& t
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = smem;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
+  CUlaunchAttribute cluster;
+  std::memset(&cluster, 0, sizeof cluster);
+  if (c.multicast > 1) {
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = static_cast<unsigned>(c.multicast);
+    cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+    cfg.attrs = &cluster;
+    cfg.numAttrs = 1;
+  }
   void* args[] = {const_cast<CUtensorMap*>(&tma_a), const_cast<CUtensorMap*>(&tma_b),
                   const_cast<CUtensorMap*>(&tma_sfa), const_cast<CUtensorMap*>(&tma_d),
                   const_cast<sm90::GemmParams*>(&params)};
@@ -115,7 +125,7 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const CUtensorMap& t
 }  // namespace detail
 
 std::string GemmConfig::str() const {
-  return detail::concat("m", block_m, "n", block_n, "s", stages, "g", raster_group, "x", num_sms);
+  return detail::concat("m", block_m, "n", block_n, "s", stages, "g", raster_group, "x", num_sms, "c", multicast);
 }
 
 GemmConfig gemm_fp8_select_config(int64_t m, int64_t n, int64_t k) {
@@ -143,8 +153,8 @@ void gemm_fp8_nt(const GemmFp8Args& a, const GemmConfig& c, cudaStream_t stream)
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
   const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.a, a.k, a.m, a.lda, 128, c.block_m,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tma_b = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.b, a.k, a.n, a.ldb, 128, c.block_n,
-                                        CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tma_b = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.b, a.k, a.n, a.ldb, 128,
+                                        c.block_n / c.multicast, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, a.sa, a.m, num_kb, sfa_ld(a.m),
                                           c.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   const CUtensorMap tma_d = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, a.d, a.n, a.m, a.ldd, d_swizzle / 2,

@@ -40,6 +40,9 @@ std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim
     return concat("needs ", need, " bytes of shared memory, the device allows ", lim.smem_bytes);
   if (c.num_sms < 1 || c.num_sms > lim.num_sms) return concat("num_sms=", c.num_sms, " out of [1, ", lim.num_sms, "]");
   if (c.raster_group < 1) return concat("raster_group=", c.raster_group, " < 1");
+  if (c.multicast != 1 && c.multicast != 2) return concat("multicast=", c.multicast, " is not 1 or 2");
+  if (c.num_sms % c.multicast != 0) return concat("num_sms=", c.num_sms, " is not a multiple of multicast=", c.multicast);
+  if ((c.block_n / c.multicast) % 8 != 0) return concat("block_n=", c.block_n, " cannot be split ", c.multicast, " ways");
   return {};
 }
 
@@ -49,27 +52,36 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
   const double unique_bytes = double(m * k + n * k + 2 * m * n);
   for (int bm : {64, 128}) {
     if (bm == 128 && m <= 64) continue;  // half the tile would be padding
-    for (int bn : kBlockNs) {
-      const int stages = gemm_max_stages(bm, bn, lim);
-      if (stages < 2) continue;
-      const int64_t tiles = ceil_div(m, bm) * ceil_div(n, bn);
-      const int64_t waves = ceil_div(tiles, lim.num_sms);
-      // One math warpgroup cannot hide its promotion behind another's MMAs.
-      const double mma_eff = bm == 128 ? 1.0 : 0.75;
-      const double t_mma = 2.0 * bm * bn * double(k) / (kPeakFp8PerSm * mma_eff);
-      const double t_load = double(bm + bn) * double(k) / kL2BytesPerSm;
-      const int64_t ctas = std::min<int64_t>(tiles, lim.num_sms);
-      const double dram_floor = unique_bytes / std::min(kDramBytes, double(ctas) * kDramBytesPerSm);
-      const double t = std::max(double(waves) * (std::max(t_mma, t_load) + kTileOverhead), dram_floor);
-      // Prefer the larger tile on (near) ties: less L2 traffic, fewer epilogues.
-      if (t < best_time * 0.99 || (t <= best_time * 1.01 && bm * bn > best.block_m * best.block_n)) {
-        best_time = std::min(t, best_time);
-        best.block_m = bm;
-        best.block_n = bn;
-        best.stages = stages;
-        const int64_t num_m_blocks = ceil_div(m, bm);
-        best.raster_group = static_cast<int>(std::min<int64_t>(num_m_blocks, 8));
-        best.num_sms = static_cast<int>(std::min<int64_t>(tiles, lim.num_sms));
+    const int64_t m_blocks = ceil_div(m, bm);
+    for (int mc : {1, 2}) {
+      if (mc == 2 && m_blocks < 2) continue;  // nobody to share B with
+      const int64_t max_ctas = lim.num_sms / mc * mc;
+      for (int bn : kBlockNs) {
+        const int stages = gemm_max_stages(bm, bn, lim);
+        if (stages < 2) continue;
+        const int64_t tiles = ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
+        const int64_t ctas = std::min(tiles, max_ctas);
+        const int64_t waves = ceil_div(tiles, ctas);
+        // One math warpgroup cannot hide its promotion behind another's MMAs.
+        const double mma_eff = bm == 128 ? 1.0 : 0.75;
+        const double t_mma = 2.0 * bm * bn * double(k) / (kPeakFp8PerSm * mma_eff);
+        // Each CTA pulls its A tile and its 1/mc share of the B tile through L2.
+        const double t_load = (double(bm) + double(bn) / mc) * double(k) / kL2BytesPerSm;
+        const double dram_floor = unique_bytes / std::min(kDramBytes, double(ctas) * kDramBytesPerSm);
+        const double t = std::max(double(waves) * (std::max(t_mma, t_load) + kTileOverhead), dram_floor);
+        // On (near) ties prefer less L2 traffic: multicast, then the larger tile.
+        const bool better = t < best_time * 0.99 ||
+                            (t <= best_time * 1.01 && (mc > best.multicast ||
+                                                       (mc == best.multicast && bm * bn > best.block_m * best.block_n)));
+        if (better) {
+          best_time = std::min(t, best_time);
+          best.block_m = bm;
+          best.block_n = bn;
+          best.stages = stages;
+          best.multicast = mc;
+          best.raster_group = static_cast<int>(std::min<int64_t>(m_blocks, 8));
+          best.num_sms = static_cast<int>(ctas);
+        }
       }
     }
   }

@@ -41,6 +41,30 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
 __device__ __forceinline__ u32 warp_uniform(u32 v) { return __shfl_sync(0xffffffffu, v, 0); }
 
 // ------------------------------------------------------------------------------------------------
+// Thread-block clusters
+// ------------------------------------------------------------------------------------------------
+
+/// Rank of this CTA in its cluster.
+__device__ __forceinline__ u32 cluster_ctarank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+/// Barrier over every thread of every CTA in the cluster (release/acquire: shared-memory writes
+/// before it, e.g. mbarrier initialization, are visible to the peers after it).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/// The shared::cluster address of `smem_address` in the CTA of rank `cta` of this cluster.
+__device__ __forceinline__ u32 map_to_cta(u32 smem_address, u32 cta) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_address), "r"(cta));
+  return r;
+}
+
+// ------------------------------------------------------------------------------------------------
 // mbarrier (shared::cta)
 // ------------------------------------------------------------------------------------------------
 
@@ -55,6 +79,11 @@ __device__ __forceinline__ void fence_mbar_init() {
 
 __device__ __forceinline__ void mbar_arrive(u32 bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+/// Arrives on an mbarrier of any CTA of the cluster (address from map_to_cta).
+__device__ __forceinline__ void mbar_arrive_cluster(u32 cluster_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
 }
 
 /// Arrives and announces `bytes` of transactions (TMA) that will complete this phase.
@@ -91,6 +120,17 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const TmaDescriptor* desc, 
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
       ::"r"(dst), "l"(desc), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+/// 2D tile load multicast to the CTAs in `cta_mask`: the tile lands at the same shared-memory
+/// offset `dst` in each of them and completes on each one's mbarrier at offset `bar`.
+__device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TmaDescriptor* desc, u32 bar, i32 c0, i32 c1,
+                                                      u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;"
+      ::"r"(dst), "l"(desc), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
       : "memory");
 }
 

@@ -36,6 +36,14 @@ __global__ void fill_f32_kernel(float* dst, int64_t n, float lo, float hi, uint6
     dst[i] = lo + (hi - lo) * uniform01(seed, i);
 }
 
+__global__ void spin_kernel(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
 int grid_for(int64_t n) {
   int64_t blocks = (n + 255) / 256;
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
@@ -44,6 +52,12 @@ int grid_for(int64_t n) {
 }  // namespace
 
 float hash_uniform(uint64_t seed, uint64_t index) { return uniform01(seed, index); }
+
+void gpu_spin(cudaStream_t stream, double us) {
+  if (us <= 0) return;
+  spin_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(us * 1000.0));
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
 
 void fill_random_bf16(void* dst, int64_t n, float scale, uint64_t seed, cudaStream_t stream) {
   if (n <= 0) return;

@@ -12,6 +12,11 @@ void fill_random_e4m3(void* dst, int64_t n, uint64_t seed, cudaStream_t stream);
 /// Fills n floats with uniform values in [lo, hi).
 void fill_random_f32(float* dst, int64_t n, float lo, float hi, uint64_t seed, cudaStream_t stream);
 
+/// Keeps the stream busy for about `us` microseconds (one thread spinning on the global timer).
+/// Benchmarks enqueue it before a timed sequence so that every timed launch is already queued
+/// when the GPU reaches it: the events then measure device time, not host enqueue speed.
+void gpu_spin(cudaStream_t stream, double us);
+
 /// The same hash on the host: uniform float in [0, 1) for (seed, index). Lets tests regenerate
 /// on the CPU exactly what the device filled.
 float hash_uniform(uint64_t seed, uint64_t index);

@@ -13,10 +13,12 @@ namespace {
 void expect_runnable(const GemmConfig& c, int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim) {
   SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " -> " << c.str());
   EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
-  const int64_t tiles = moekit::ceil_div(m, c.block_m) * moekit::ceil_div(n, c.block_n);
+  // With clusters, M blocks are taken in groups of `multicast` (the last may hold a ghost tile).
+  const int64_t tiles = moekit::align_up(moekit::ceil_div(m, c.block_m), c.multicast) * moekit::ceil_div(n, c.block_n);
   EXPECT_LE(c.num_sms, lim.num_sms);
   EXPECT_LE(c.num_sms, tiles) << "more CTAs than tiles";
   EXPECT_GE(c.stages, 2);
+  EXPECT_EQ(c.num_sms % c.multicast, 0);
 }
 
 }  // namespace
@@ -61,6 +63,14 @@ TEST(GemmConfig, RejectsBadForcedConfigs) {
   GemmDeviceLimits lim;
   GemmConfig c{128, 128, 4, 8, 132};
   EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
+  c.multicast = 2;
+  EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
+  c.num_sms = 131;  // clusters of two need an even grid
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c.num_sms = 132;
+  c.multicast = 3;
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c.multicast = 1;
   c.block_n = 176;  // would straddle three B-scale blocks
   EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
   c.block_n = 120;  // not a multiple of 16

@@ -21,11 +21,13 @@
 
 namespace moekit::sm90 {
 
-template <int kBlockM_, int kBlockN_, int kStages_>
+template <int kBlockM_, int kBlockN_, int kStages_, int kCluster_>
 struct Fp8GemmTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  /// CTAs per cluster along M; with 2, each CTA loads half of the shared B tile and multicasts it.
+  static constexpr int kCluster = kCluster_;
   static constexpr int kMathWarpgroups = kBlockM / 64;
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
   static constexpr int kThreads = gemm_num_threads(kBlockM);
@@ -42,72 +44,19 @@ struct Fp8GemmTraits {
   static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64 or 128");
   static_assert(gemm_block_n_supported(kBlockN), "unsupported BLOCK_N");
   static_assert(kStages >= 2, "need at least two stages");
+  static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
+  static_assert((kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
   static_assert(kSmemD % 1024 == 0 && kSmemA % 1024 == 0 && kSmemB % 1024 == 0,
                 "swizzled tiles must stay 1024-byte aligned");
 };
 
-template <int kBlockM, int kBlockN, int kStages, class Scheduler, class Epilogue>
-__device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
-                                                  const ptx::TmaDescriptor& tma_sfa,
-                                                  const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
-  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages>;
+/// The math warpgroups' side of the mainloop: consume stages, MMA, promote, run the epilogue.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, class Scheduler, class Epilogue>
+__device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 s_a, u32 s_b, u32 s_full,
+                                              u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d) {
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
   using Mma = ptx::WgmmaE4M3<kBlockN>;
-
-  extern __shared__ ptx::u8 smem_raw[];
-  const u32 raw = ptx::smem_addr(smem_raw);
-  const u32 base = (raw + 1023u) & ~1023u;
-  ptx::u8* smem = smem_raw + (base - raw);
-  const u32 s_d = base;
-  const u32 s_a = s_d + T::kSmemD;
-  const u32 s_b = s_a + kStages * T::kSmemA;
-  const u32 s_sfa = s_b + kStages * T::kSmemB;
-  const u32 s_full = s_sfa + kStages * T::kSmemSfa;
-  const u32 s_empty = s_full + kStages * 8;
-  const float* sfa_smem = reinterpret_cast<const float*>(smem + (s_sfa - base));
-
-  if (threadIdx.x == T::kMathThreads) {
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      ptx::mbar_init(s_full + 8 * s, 1);
-      ptx::mbar_init(s_empty + 8 * s, T::kMathThreads / 32);  // one arrival per math warp
-    }
-    ptx::fence_mbar_init();
-    ptx::tma_prefetch_descriptor(&tma_a);
-    ptx::tma_prefetch_descriptor(&tma_b);
-    ptx::tma_prefetch_descriptor(&tma_sfa);
-    ptx::tma_prefetch_descriptor(&tma_d);
-  }
-  __syncthreads();
-
   const u32 num_kb = p.num_kb;
-
-  if (threadIdx.x >= T::kMathThreads) {
-    // ------------------------------------------------------------------ producer warpgroup
-    ptx::setmaxnreg_dec<T::kProducerRegs>();
-    if (threadIdx.x == T::kMathThreads) {
-      Scheduler sched(p);
-      Tile t;
-      u32 stage = 0, phase = 0;
-      while (sched.next(t)) {
-        for (u32 kb = 0; kb < num_kb; ++kb) {
-          ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
-          const u32 full = s_full + 8 * stage;
-          ptx::mbar_arrive_expect_tx(full, T::kStageTxBytes);
-          ptx::tma_load_2d(s_a + stage * T::kSmemA, &tma_a, full, int(kb * kGemmBlockK), int(t.m0));
-          ptx::tma_load_2d(s_b + stage * T::kSmemB, &tma_b, full, int(kb * kGemmBlockK), int(t.b_row0));
-          ptx::tma_load_2d(s_sfa + stage * T::kSmemSfa, &tma_sfa, full, int(t.m0), int(kb));
-          if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1u;
-          }
-        }
-      }
-    }
-    return;
-  }
-
-  // -------------------------------------------------------------------- math warpgroups
-  ptx::setmaxnreg_inc<T::kMathRegs>();
   MathThread th;
   th.warpgroup = threadIdx.x / 128;
   th.warp = (threadIdx.x % 128) / 32;
@@ -159,7 +108,14 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
 #pragma unroll
       for (int i = 0; i < kBlockN / 2; ++i) ptx::fence_operand(acc[i]);
 
-      if (th.lane == 0) ptx::mbar_arrive(s_empty + 8 * stage);  // stage may be refilled now
+      if (th.lane == 0) {  // the stage may be refilled now (by every producer of the cluster)
+        if constexpr (kCluster > 1) {
+#pragma unroll
+          for (u32 r = 0; r < u32(kCluster); ++r) ptx::mbar_arrive_cluster(ptx::map_to_cta(s_empty + 8 * stage, r));
+        } else {
+          ptx::mbar_arrive(s_empty + 8 * stage);
+        }
+      }
 
       const float s00 = sa0 * sb0, s10 = sa1 * sb0;
       const float s01 = sa0 * sb1, s11 = sa1 * sb1;
@@ -183,13 +139,90 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   Epilogue::finish(th);
 }
 
+/// The whole kernel: shared-memory carve-up, barrier setup, producer and math roles.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, class Scheduler, class Epilogue>
+__device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
+                                                  const ptx::TmaDescriptor& tma_sfa,
+                                                  const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
+
+  extern __shared__ ptx::u8 smem_raw[];
+  const u32 raw = ptx::smem_addr(smem_raw);
+  const u32 base = (raw + 1023u) & ~1023u;
+  ptx::u8* smem = smem_raw + (base - raw);
+  const u32 s_d = base;
+  const u32 s_a = s_d + T::kSmemD;
+  const u32 s_b = s_a + kStages * T::kSmemA;
+  const u32 s_sfa = s_b + kStages * T::kSmemB;
+  const u32 s_full = s_sfa + kStages * T::kSmemSfa;
+  const u32 s_empty = s_full + kStages * 8;
+  const float* sfa_smem = reinterpret_cast<const float*>(smem + (s_sfa - base));
+
+  if (threadIdx.x == T::kMathThreads) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbar_init(s_full + 8 * s, 1);
+      ptx::mbar_init(s_empty + 8 * s, kCluster * T::kMathThreads / 32);  // every math warp of the cluster
+    }
+    ptx::fence_mbar_init();
+    ptx::tma_prefetch_descriptor(&tma_a);
+    ptx::tma_prefetch_descriptor(&tma_b);
+    ptx::tma_prefetch_descriptor(&tma_sfa);
+    ptx::tma_prefetch_descriptor(&tma_d);
+  }
+  // Peers multicast into this CTA's stages and arrive on its barriers: all must be initialized.
+  if constexpr (kCluster > 1) ptx::cluster_sync();
+  else __syncthreads();
+
+  const u32 num_kb = p.num_kb;
+
+  if (threadIdx.x >= T::kMathThreads) {
+    // ------------------------------------------------------------------ producer warpgroup
+    ptx::setmaxnreg_dec<T::kProducerRegs>();
+    if (threadIdx.x == T::kMathThreads) {
+      Scheduler sched(p);
+      Tile t;
+      u32 stage = 0, phase = 0;
+      while (sched.next(t)) {
+        for (u32 kb = 0; kb < num_kb; ++kb) {
+          ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
+          const u32 full = s_full + 8 * stage;
+          ptx::mbar_arrive_expect_tx(full, T::kStageTxBytes);
+          ptx::tma_load_2d(s_a + stage * T::kSmemA, &tma_a, full, int(kb * kGemmBlockK), int(t.m0));
+          if constexpr (kCluster > 1) {
+            // This CTA's slice of the shared B tile, into the same stage of every CTA.
+            const u32 rank = ptx::cluster_ctarank();
+            ptx::tma_load_2d_multicast(s_b + stage * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full,
+                                       int(kb * kGemmBlockK), int(t.b_row0 + rank * (kBlockN / kCluster)),
+                                       ptx::u16((1u << kCluster) - 1));
+          } else {
+            ptx::tma_load_2d(s_b + stage * T::kSmemB, &tma_b, full, int(kb * kGemmBlockK), int(t.b_row0));
+          }
+          ptx::tma_load_2d(s_sfa + stage * T::kSmemSfa, &tma_sfa, full, int(t.m0), int(kb));
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+      }
+    }
+  } else {
+    // ------------------------------------------------------------------ math warpgroups
+    ptx::setmaxnreg_inc<T::kMathRegs>();
+    fp8_gemm_math<kBlockM, kBlockN, kStages, kCluster, Scheduler, Epilogue>(p, s_d, s_a, s_b, s_full, s_empty,
+                                                                            sfa_smem, tma_d);
+  }
+  // No CTA may leave while a peer can still multicast into it or arrive on its barriers.
+  if constexpr (kCluster > 1) ptx::cluster_sync();
+}
+
 /// The dense GEMM: DenseScheduler + BF16 TMA epilogue.
-template <int kBlockM, int kBlockN, int kStages>
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
 __device__ __forceinline__ void fp8_gemm_dense(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
                                                const GemmParams& p) {
-  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages>;
-  fp8_gemm_mainloop<kBlockM, kBlockN, kStages, DenseScheduler<kBlockM, kBlockN>,
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
+  fp8_gemm_mainloop<kBlockM, kBlockN, kStages, kCluster, DenseScheduler<kBlockM, kBlockN, kCluster>,
                     Bf16TmaEpilogue<kBlockM, kBlockN, T::kMathThreads>>(tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
