@@ -43,11 +43,13 @@ struct Options {
   std::vector<GemmShape> shapes;
   int reps = 30;
   bool baseline = true;
+  std::string config;  // forced configuration for every shape (empty: the heuristic's)
 };
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "usage: moekit bench gemm [--csv|--json] [--shapes M:N:K,...] [--reps R] [--no-baseline]\n"
+               "usage: moekit bench gemm [--csv|--json] [--shapes M:N:K,...] [--reps R] [--no-baseline] [--config CFG]\n"
+               "  --config CFG  force a kernel configuration, e.g. m128n160s5g8x132c2 (default: heuristic)\n"
                "  --shapes      comma-separated M:N:K list (default: M in {64,128,4096} x 6 (N,K) pairs)\n"
                "  --reps R      timed repetitions per case, median reported (default 30)\n"
                "  --no-baseline skip the cuBLASLt FP8 and BF16 baselines\n");
@@ -140,6 +142,8 @@ int bench_gemm_main(int argc, char** argv) {
       opt.format = Options::Format::kCsv;
     } else if (arg == "--json") {
       opt.format = Options::Format::kJson;
+    } else if (arg == "--config" && i + 1 < argc) {
+      opt.config = argv[++i];
     } else if (arg == "--no-baseline") {
       opt.baseline = false;
     } else if ((arg == "--shapes" || arg == "--reps") && i + 1 < argc) {
@@ -206,7 +210,7 @@ int bench_gemm_main(int argc, char** argv) {
 
     try {
       try {
-        ours_col[0] = gemm_fp8_select_config(m, n, k).str();
+        ours_col[0] = opt.config.empty() ? gemm_fp8_select_config(m, n, k).str() : opt.config;
       } catch (const std::exception& e) {
         ours_col[0] = "?";
         notes.push_back(std::string("config: ") + one_line(e.what()));
@@ -258,12 +262,17 @@ int bench_gemm_main(int argc, char** argv) {
       double our_us = -1.0;
       try {
         gemm_fp8_prepare(m, n, k);
-        gemm_fp8_nt(args_for(0, d_ours.get()), stream);  // compile / first-use outside the timing
+        const bool forced = !opt.config.empty();
+        const GemmConfig cfg = forced ? GemmConfig::parse(opt.config) : GemmConfig{};
+        auto ours = [&](int s) {
+          if (forced) gemm_fp8_nt(args_for(s, d_ours.get()), cfg, stream);
+          else gemm_fp8_nt(args_for(s, d_ours.get()), stream);
+        };
+        ours(0);  // compile / first-use outside the timing
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-        our_us = time_median_us([&](int it) { gemm_fp8_nt(args_for(it % nsets, d_ours.get()), stream); }, stream,
-                                5, opt.reps);
+        our_us = time_median_us([&](int it) { ours(it % nsets); }, stream, 5, opt.reps);
         // The correctness output: set 0.
-        gemm_fp8_nt(args_for(0, d_ours.get()), stream);
+        ours(0);
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
         ours_col[1] = fmt("%.2f", our_us);
         ours_col[2] = fmt("%.1f", flops / (our_us * 1e-6) / 1e12);

@@ -46,6 +46,9 @@ struct GemmConfig {
   int multicast = 1;
   /// Human-readable form, e.g. "m128n128s5g8x132c2".
   std::string str() const;
+  /// Parses str()'s form (the trailing "c<multicast>" may be omitted). Throws
+  /// moekit::Error(kInvalidArgument) on malformed text; does not check that the config can run.
+  static GemmConfig parse(const std::string& text);
 };
 
 /// The configuration gemm_fp8_nt would use for this shape on the current device.

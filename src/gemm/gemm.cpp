@@ -3,6 +3,7 @@
 #include "moekit/gemm.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "common/check.h"
@@ -126,6 +127,22 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const CUtensorMap& t
 
 std::string GemmConfig::str() const {
   return detail::concat("m", block_m, "n", block_n, "s", stages, "g", raster_group, "x", num_sms, "c", multicast);
+}
+
+GemmConfig GemmConfig::parse(const std::string& text) {
+  GemmConfig c;
+  int used = 0;
+  const int got = std::sscanf(text.c_str(), "m%dn%ds%dg%dx%d%n", &c.block_m, &c.block_n, &c.stages, &c.raster_group,
+                              &c.num_sms, &used);
+  MOEKIT_REQUIRE(got == 5, ErrorCode::kInvalidArgument, "moekit::GemmConfig::parse: '", text,
+                 "' is not of the form m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>]");
+  const std::string rest = text.substr(static_cast<size_t>(used));
+  if (!rest.empty()) {
+    int consumed = 0;
+    MOEKIT_REQUIRE(std::sscanf(rest.c_str(), "c%d%n", &c.multicast, &consumed) == 1 && size_t(consumed) == rest.size(),
+                   ErrorCode::kInvalidArgument, "moekit::GemmConfig::parse: trailing '", rest, "' in '", text, "'");
+  }
+  return c;
 }
 
 GemmConfig gemm_fp8_select_config(int64_t m, int64_t n, int64_t k) {

@@ -93,3 +93,17 @@ TEST(GemmLayout, SwizzleChoiceTilesBlockN) {
   EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(96), 64u);
   EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(112), 32u);
 }
+
+TEST(GemmConfig, ParsesItsOwnString) {
+  const GemmConfig c{128, 160, 5, 8, 132, 2};
+  const GemmConfig p = GemmConfig::parse(c.str());
+  EXPECT_EQ(p.block_m, 128);
+  EXPECT_EQ(p.block_n, 160);
+  EXPECT_EQ(p.stages, 5);
+  EXPECT_EQ(p.raster_group, 8);
+  EXPECT_EQ(p.num_sms, 132);
+  EXPECT_EQ(p.multicast, 2);
+  EXPECT_EQ(GemmConfig::parse("m64n32s10g1x128").multicast, 1);
+  EXPECT_THROW(GemmConfig::parse("m64n32"), moekit::Error);
+  EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128c2junk"), moekit::Error);
+}
