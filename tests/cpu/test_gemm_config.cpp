@@ -3,6 +3,7 @@
 
 #include "gemm/heuristic.h"
 #include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "moekit/error.h"
 #include "moekit/numerics.h"
 
 using moekit::GemmConfig;
