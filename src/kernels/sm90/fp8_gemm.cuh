@@ -50,93 +50,184 @@ struct Fp8GemmTraits {
                 "swizzled tiles must stay 1024-byte aligned");
 };
 
+/// Scales of one K block for this thread's two rows.
+struct KBlockScales {
+  float sa0, sa1;  ///< A scales of rows r0 and r0 + 8
+  float sb0, sb1;  ///< B scales of the tile's first and (if straddling) second 128-row block
+};
+
 /// The math warpgroups' side of the mainloop: consume stages, MMA, promote, run the epilogue.
+///
+/// Two K-loop schedules:
+///  * pipelined (3·BLOCK_N/2 accumulator registers fit, BLOCK_N ≤ 128): two accumulator sets;
+///    K block kb+1's wgmmas are issued before kb's are waited for (wgmma.wait_group 1), so this
+///    warpgroup's FP32 promotion of kb overlaps its own tensor-core work on kb+1.
+///  * serial (wider tiles): issue, wait for all, promote; overlap comes only from the other math
+///    warpgroup.
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+struct Fp8GemmMath {
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
+  using Mma = ptx::WgmmaE4M3<kBlockN>;
+  static constexpr int kAcc = kBlockN / 2;
+  static constexpr bool kPipelined = 3 * kAcc <= 192;
+
+  const GemmParams& p;
+  u32 s_a, s_b, s_full, s_empty;
+  const float* sfa_smem;
+  MathThread th;
+  u32 r0;  // this thread's rows in the tile: r0 and r0 + 8
+  u32 stage = 0, phase = 0;
+  // Per tile:
+  const float* sb_row0 = nullptr;
+  const float* sb_row1 = nullptr;
+  u32 num_former = 0;  // 8-column chunks that use the first B-scale block
+
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+
+  __device__ __forceinline__ void begin_tile(const Tile& t) {
+    // One 128-row B-scale block, or two when the tile straddles a block boundary. Read from global
+    // memory (warp-uniform, L1-resident) when the stage is issued, used one step later.
+    const float* sb = p.sb + t.sb_offset;
+    const u32 blk0 = t.n0 / 128;
+    const u32 blk1 = (blk0 + 1 < p.num_n_sb) ? blk0 + 1 : blk0;
+    sb_row0 = sb + blk0 * p.num_kb;
+    sb_row1 = sb + blk1 * p.num_kb;
+    const u32 n_in_blk = t.n0 % 128;
+    num_former = T::kUniformSfb ? kBlockN / 8 : ((128 - n_in_blk) < u32(kBlockN) ? (128 - n_in_blk) : u32(kBlockN)) / 8;
+  }
+
+  /// Waits for the current stage and reads its scales.
+  __device__ __forceinline__ KBlockScales wait_stage(u32 kb) {
+    ptx::mbar_wait(s_full + 8 * stage, phase);
+    const float* sfa = sfa_smem + stage * kBlockM;
+    KBlockScales s;
+    s.sa0 = sfa[r0];
+    s.sa1 = sfa[r0 + 8];
+    s.sb0 = __ldg(sb_row0 + kb);
+    s.sb1 = T::kUniformSfb ? s.sb0 : __ldg(sb_row1 + kb);
+    return s;
+  }
+
+  /// Issues the four k=32 wgmmas of the current stage into `acc` (overwriting it) and commits.
+  __device__ __forceinline__ void issue(float (&acc)[kAcc]) {
+    const ptx::u64 desc_a = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + th.warpgroup * 64 * kGemmBlockK);
+    const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB);
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[i]);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (u32 k = 0; k < kGemmBlockK / 32; ++k) Mma::mma(desc_a + 2 * k, desc_b + 2 * k, acc, k);
+    ptx::wgmma_commit();
+  }
+
+  /// Lets every producer of the cluster refill stage `st` (its wgmmas have completed).
+  __device__ __forceinline__ void release(u32 st) {
+    if (th.lane != 0) return;
+    if constexpr (kCluster > 1) {
+#pragma unroll
+      for (u32 r = 0; r < u32(kCluster); ++r) ptx::mbar_arrive_cluster(ptx::map_to_cta(s_empty + 8 * st, r));
+    } else {
+      ptx::mbar_arrive(s_empty + 8 * st);
+    }
+  }
+
+  /// out += (sa · sb) · acc, with the second B scale for chunks past the scale-block boundary.
+  __device__ __forceinline__ void promote(float (&out)[kAcc], float (&acc)[kAcc], const KBlockScales& s) {
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[i]);
+    const float s00 = s.sa0 * s.sb0, s10 = s.sa1 * s.sb0;
+    const float s01 = s.sa0 * s.sb1, s11 = s.sa1 * s.sb1;
+#pragma unroll
+    for (u32 i = 0; i < kBlockN / 8; ++i) {
+      const bool first = T::kUniformSfb || i < num_former;
+      const float lo = first ? s00 : s01;
+      const float hi = first ? s10 : s11;
+      out[4 * i + 0] += lo * acc[4 * i + 0];
+      out[4 * i + 1] += lo * acc[4 * i + 1];
+      out[4 * i + 2] += hi * acc[4 * i + 2];
+      out[4 * i + 3] += hi * acc[4 * i + 3];
+    }
+  }
+
+  /// Pipelined step: K block kb is in flight in `cur` (scales `sc`); the next stage is waited for
+  /// and issued into `nxt` before `cur` is retired (wait_group 1), released and promoted.
+  __device__ __forceinline__ void step(float (&out)[kAcc], float (&cur)[kAcc], float (&nxt)[kAcc], u32 kb,
+                                       KBlockScales& sc) {
+    const u32 cur_stage = stage;
+    advance();
+    const KBlockScales next_sc = wait_stage(kb + 1);
+    issue(nxt);
+    ptx::wgmma_wait<1>();
+    release(cur_stage);
+    promote(out, cur, sc);
+    sc = next_sc;
+  }
+
+  /// Retires the last K block (in `cur`).
+  __device__ __forceinline__ void finish(float (&out)[kAcc], float (&cur)[kAcc], const KBlockScales& sc) {
+    ptx::wgmma_wait<0>();
+    release(stage);
+    advance();
+    promote(out, cur, sc);
+  }
+
+  __device__ __forceinline__ void k_loop(float (&out)[kAcc]) {
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
+    if constexpr (kPipelined) {
+      float acc0[kAcc], acc1[kAcc];
+      KBlockScales sc = wait_stage(0);
+      issue(acc0);
+      const u32 last = p.num_kb - 1;
+      for (u32 kb = 0;; kb += 2) {
+        if (kb == last) {
+          finish(out, acc0, sc);
+          break;
+        }
+        step(out, acc0, acc1, kb, sc);
+        if (kb + 1 == last) {
+          finish(out, acc1, sc);
+          break;
+        }
+        step(out, acc1, acc0, kb + 1, sc);
+      }
+    } else {
+      float acc[kAcc];
+      for (u32 kb = 0; kb < p.num_kb; ++kb) {
+        const KBlockScales sc = wait_stage(kb);
+        issue(acc);
+        ptx::wgmma_wait<0>();
+        release(stage);
+        promote(out, acc, sc);
+        advance();
+      }
+    }
+  }
+};
+
 template <int kBlockM, int kBlockN, int kStages, int kCluster, class Scheduler, class Epilogue>
 __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 s_a, u32 s_b, u32 s_full,
                                               u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d) {
-  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  using Mma = ptx::WgmmaE4M3<kBlockN>;
-  const u32 num_kb = p.num_kb;
-  MathThread th;
-  th.warpgroup = threadIdx.x / 128;
-  th.warp = (threadIdx.x % 128) / 32;
-  th.lane = ptx::lane_id();
-  const u32 r0 = th.warpgroup * 64 + th.warp * 16 + th.lane / 4;  // this thread's rows: r0, r0 + 8
+  Fp8GemmMath<kBlockM, kBlockN, kStages, kCluster> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
+  m.th.warpgroup = threadIdx.x / 128;
+  m.th.warp = (threadIdx.x % 128) / 32;
+  m.th.lane = ptx::lane_id();
+  m.r0 = m.th.warpgroup * 64 + m.th.warp * 16 + m.th.lane / 4;
 
   Scheduler sched(p);
   Tile t;
-  u32 stage = 0, phase = 0;
-  float acc[kBlockN / 2];
   float out[kBlockN / 2];
   while (sched.next(t)) {
-    // This tile's B scales: one 128-row block, or two when the tile straddles a block boundary.
-    // Read straight from global memory (warp-uniform, L1-resident), one K block ahead, so the
-    // load latency hides behind the barrier wait and the MMAs.
-    const float* sb = p.sb + t.sb_offset;
-    const u32 sb_blk0 = t.n0 / 128;
-    const u32 sb_blk1 = (sb_blk0 + 1 < p.num_n_sb) ? sb_blk0 + 1 : sb_blk0;
-    const float* sb_row0 = sb + sb_blk0 * num_kb;
-    const float* sb_row1 = sb + sb_blk1 * num_kb;
-    const u32 n_in_blk = t.n0 % 128;
-    const u32 num_former = T::kUniformSfb ? kBlockN / 8
-                                          : ((128 - n_in_blk) < u32(kBlockN) ? (128 - n_in_blk) : u32(kBlockN)) / 8;
-    float sb0_next = __ldg(sb_row0);
-    float sb1_next = T::kUniformSfb ? sb0_next : __ldg(sb_row1);
-
-#pragma unroll
-    for (int i = 0; i < kBlockN / 2; ++i) out[i] = 0.0f;
-
-    for (u32 kb = 0; kb < num_kb; ++kb) {
-      ptx::mbar_wait(s_full + 8 * stage, phase);
-      const float* sfa = sfa_smem + stage * kBlockM;
-      const float sa0 = sfa[r0], sa1 = sfa[r0 + 8];
-      const float sb0 = sb0_next, sb1 = sb1_next;
-      if (kb + 1 < num_kb) {
-        sb0_next = __ldg(sb_row0 + kb + 1);
-        if (!T::kUniformSfb) sb1_next = __ldg(sb_row1 + kb + 1);
-      }
-      const ptx::u64 desc_a = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + th.warpgroup * 64 * kGemmBlockK);
-      const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB);
-
-#pragma unroll
-      for (int i = 0; i < kBlockN / 2; ++i) ptx::fence_operand(acc[i]);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (u32 k = 0; k < kGemmBlockK / 32; ++k) Mma::mma(desc_a + 2 * k, desc_b + 2 * k, acc, k);
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < kBlockN / 2; ++i) ptx::fence_operand(acc[i]);
-
-      if (th.lane == 0) {  // the stage may be refilled now (by every producer of the cluster)
-        if constexpr (kCluster > 1) {
-#pragma unroll
-          for (u32 r = 0; r < u32(kCluster); ++r) ptx::mbar_arrive_cluster(ptx::map_to_cta(s_empty + 8 * stage, r));
-        } else {
-          ptx::mbar_arrive(s_empty + 8 * stage);
-        }
-      }
-
-      const float s00 = sa0 * sb0, s10 = sa1 * sb0;
-      const float s01 = sa0 * sb1, s11 = sa1 * sb1;
-#pragma unroll
-      for (u32 i = 0; i < kBlockN / 8; ++i) {
-        const bool first = T::kUniformSfb || i < num_former;
-        const float lo = first ? s00 : s01;
-        const float hi = first ? s10 : s11;
-        out[4 * i + 0] += lo * acc[4 * i + 0];
-        out[4 * i + 1] += lo * acc[4 * i + 1];
-        out[4 * i + 2] += hi * acc[4 * i + 2];
-        out[4 * i + 3] += hi * acc[4 * i + 3];
-      }
-      if (++stage == kStages) {
-        stage = 0;
-        phase ^= 1u;
-      }
-    }
-    Epilogue::store(out, t, p.n, s_d, tma_d, th);
+    m.begin_tile(t);
+    m.k_loop(out);
+    Epilogue::store(out, t, p.n, s_d, tma_d, m.th);
   }
-  Epilogue::finish(th);
+  Epilogue::finish(m.th);
 }
 
 /// The whole kernel: shared-memory carve-up, barrier setup, producer and math roles.
