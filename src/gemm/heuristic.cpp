@@ -53,8 +53,9 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
   for (int bm : {64, 128}) {
     if (bm == 128 && m <= 64) continue;  // half the tile would be padding
     const int64_t m_blocks = ceil_div(m, bm);
-    for (int mc : {1, 2}) {
-      if (mc == 2 && m_blocks < 2) continue;  // nobody to share B with
+    // Multicast (mc = 2) is supported but not chosen: measured on the H100 it was 4-10% slower
+    // than mc = 1 with pipelined tiles (docs/perf-notes.md v3); it stays reachable by forcing it.
+    for (int mc : {1}) {
       const int64_t max_ctas = lim.num_sms / mc * mc;
       for (int bn : kBlockNs) {
         const int stages = gemm_max_stages(bm, bn, lim);
@@ -65,8 +66,10 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
         // Tiles with block_n <= 128 overlap each warpgroup's FP32 promotion with its own next
         // MMAs (double-buffered accumulators); wider tiles rely on the other warpgroup, and a
         // single warpgroup (block_m 64) cannot hide it at all.
+        // Calibrated on the H100 (perf-notes v3): m128n128 pipelined 1237 TFLOPS, m128n160 serial
+        // ~1070, m64n128 ~900.
         const bool pipelined = bn <= 128;
-        const double mma_eff = pipelined ? 1.0 : (bm == 128 ? 0.85 : 0.7);
+        const double mma_eff = bm == 128 ? (pipelined ? 1.0 : 0.86) : (pipelined ? 0.75 : 0.6);
         const double t_mma = 2.0 * bm * bn * double(k) / (kPeakFp8PerSm * mma_eff);
         // Each CTA pulls its A tile and its 1/mc share of the B tile through L2.
         const double t_load = (double(bm) + double(bn) / mc) * double(k) / kL2BytesPerSm;
