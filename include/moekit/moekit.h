@@ -4,3 +4,4 @@
 #include "moekit/gemm.h"
 #include "moekit/numerics.h"
 #include "moekit/quantize.h"
+#include "moekit/grouped_gemm.h"

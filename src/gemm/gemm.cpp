@@ -25,23 +25,9 @@ void validate(const GemmFp8Args& a) {
   constexpr const char* fn = "moekit::gemm_fp8_nt";
   MOEKIT_REQUIRE(a.m >= 0, ErrorCode::kInvalidArgument, fn, ": m = ", a.m, " must be >= 0");
   MOEKIT_REQUIRE(a.m < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn, ": m = ", a.m, " must be < 2^31");
-  MOEKIT_REQUIRE(a.n >= 8 && a.n % 8 == 0 && a.n < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn,
-                 ": n = ", a.n, " must be a positive multiple of 8 (16-byte rows of bf16 D)");
-  MOEKIT_REQUIRE(a.k >= 16 && a.k % 16 == 0 && a.k < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn,
-                 ": k = ", a.k, " must be a positive multiple of 16 (16-byte rows of FP8 A and B)");
+  validate_nk(fn, a.n, a.k);
   if (a.m == 0) return;
-  MOEKIT_REQUIRE(a.a && a.sa && a.b && a.sb && a.d, ErrorCode::kInvalidArgument, fn,
-                 ": a null pointer was passed (a, sa, b, sb and d are all required when m > 0)");
-  MOEKIT_REQUIRE(a.lda >= a.k && a.lda % 16 == 0, ErrorCode::kMisaligned, fn, ": lda = ", a.lda,
-                 " must be >= k and a multiple of 16");
-  MOEKIT_REQUIRE(a.ldb >= a.k && a.ldb % 16 == 0, ErrorCode::kMisaligned, fn, ": ldb = ", a.ldb,
-                 " must be >= k and a multiple of 16");
-  MOEKIT_REQUIRE(a.ldd >= a.n && a.ldd % 8 == 0, ErrorCode::kMisaligned, fn, ": ldd = ", a.ldd,
-                 " must be >= n and a multiple of 8");
-  MOEKIT_REQUIRE(aligned16(a.a) && aligned16(a.b) && aligned16(a.d) && aligned16(a.sa), ErrorCode::kMisaligned, fn,
-                 ": a, b, d and sa must be 16-byte aligned");
-  MOEKIT_REQUIRE((reinterpret_cast<uintptr_t>(a.sb) & 3u) == 0, ErrorCode::kMisaligned, fn,
-                 ": sb must be 4-byte aligned");
+  validate_operands(fn, a.k, a.n, a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd);
 }
 
 GemmDeviceLimits limits_of(const DeviceInfo& d) {
@@ -52,6 +38,37 @@ GemmDeviceLimits limits_of(const DeviceInfo& d) {
 }
 
 }  // namespace
+
+void validate_nk(const char* fn, int64_t n, int64_t k) {
+  MOEKIT_REQUIRE(n >= 8 && n % 8 == 0 && n < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn, ": n = ", n,
+                 " must be a positive multiple of 8 (16-byte rows of bf16 D)");
+  MOEKIT_REQUIRE(k >= 16 && k % 16 == 0 && k < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn, ": k = ", k,
+                 " must be a positive multiple of 16 (16-byte rows of FP8 A and B)");
+}
+
+void validate_operands(const char* fn, int64_t k, int64_t n, const void* a, int64_t lda, const float* sa,
+                       const void* b, int64_t ldb, const float* sb, const void* d, int64_t ldd) {
+  MOEKIT_REQUIRE(a && sa && b && sb && d, ErrorCode::kInvalidArgument, fn,
+                 ": a null pointer was passed (a, sa, b, sb and d are all required when there is work)");
+  MOEKIT_REQUIRE(lda >= k && lda % 16 == 0, ErrorCode::kMisaligned, fn, ": lda = ", lda,
+                 " must be >= k and a multiple of 16");
+  MOEKIT_REQUIRE(ldb >= k && ldb % 16 == 0, ErrorCode::kMisaligned, fn, ": ldb = ", ldb,
+                 " must be >= k and a multiple of 16");
+  MOEKIT_REQUIRE(ldd >= n && ldd % 8 == 0, ErrorCode::kMisaligned, fn, ": ldd = ", ldd,
+                 " must be >= n and a multiple of 8");
+  MOEKIT_REQUIRE(aligned16(a) && aligned16(b) && aligned16(d) && aligned16(sa), ErrorCode::kMisaligned, fn,
+                 ": a, b, d and sa must be 16-byte aligned");
+  MOEKIT_REQUIRE((reinterpret_cast<uintptr_t>(sb) & 3u) == 0, ErrorCode::kMisaligned, fn,
+                 ": sb must be 4-byte aligned");
+}
+
+GemmDeviceLimits device_limits() {
+  const DeviceInfo& d = current_device();
+  GemmDeviceLimits lim;
+  lim.num_sms = d.num_sms;
+  lim.smem_bytes = static_cast<unsigned>(d.smem_optin);
+  return lim;
+}
 
 CUtensorMap make_tma_2d(CUtensorMapDataType dtype, size_t elem_bytes, const void* ptr, uint64_t inner,
                         uint64_t outer, uint64_t row_stride_elems, uint32_t box_inner, uint32_t box_outer,
@@ -184,6 +201,8 @@ void gemm_fp8_nt(const GemmFp8Args& a, const GemmConfig& c, cudaStream_t stream)
   params.num_n_sb = static_cast<uint32_t>(ceil_div(a.n, kQuantBlock));
   params.sb = a.sb;
   params.raster_group = static_cast<uint32_t>(c.raster_group);
+  params.d = a.d;
+  params.ldd = static_cast<uint32_t>(a.ldd);
   launch_fp8_gemm(c, "fp8_gemm_dense", tma_a, tma_b, tma_sfa, tma_d, params, stream);
 }
 

@@ -9,6 +9,17 @@
 
 namespace moekit::detail {
 
+/// Throws kInvalidArgument unless n and k meet the kernels' shape rules. `fn` names the caller.
+void validate_nk(const char* fn, int64_t n, int64_t k);
+
+/// Throws kInvalidArgument / kMisaligned unless the operand pointers and strides are usable.
+void validate_operands(const char* fn, int64_t k, int64_t n, const void* a, int64_t lda, const float* sa,
+                       const void* b, int64_t ldb, const float* sb, const void* d, int64_t ldd);
+
+struct GemmDeviceLimits;
+/// The current device's limits for the configuration heuristic.
+GemmDeviceLimits device_limits();
+
 /// A 2D tiled TMA descriptor: `inner` x `outer` elements, rows `row_stride_elems` apart.
 CUtensorMap make_tma_2d(CUtensorMapDataType dtype, size_t elem_bytes, const void* ptr, uint64_t inner,
                         uint64_t outer, uint64_t row_stride_elems, uint32_t box_inner, uint32_t box_outer,

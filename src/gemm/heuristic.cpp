@@ -46,10 +46,12 @@ std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim
   return {};
 }
 
-GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim) {
+GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups) {
   GemmConfig best;
   double best_time = 1e30;
-  const double unique_bytes = double(m * k + n * k + 2 * m * n);
+  m = std::max<int64_t>(m, 1);
+  groups = std::max<int64_t>(groups, 1);
+  const double unique_bytes = double(groups) * double(m * k + n * k + 2 * m * n);
   for (int bm : {64, 128}) {
     if (bm == 128 && m <= 64) continue;  // half the tile would be padding
     const int64_t m_blocks = ceil_div(m, bm);
@@ -60,7 +62,7 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
       for (int bn : kBlockNs) {
         const int stages = gemm_max_stages(bm, bn, lim);
         if (stages < 2) continue;
-        const int64_t tiles = ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
+        const int64_t tiles = groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
         const int64_t ctas = std::min(tiles, max_ctas);
         const int64_t waves = ceil_div(tiles, ctas);
         // Tiles with block_n <= 128 overlap each warpgroup's FP32 promotion with its own next
@@ -85,7 +87,7 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           best.block_n = bn;
           best.stages = stages;
           best.multicast = mc;
-          best.raster_group = static_cast<int>(std::min<int64_t>(m_blocks, 8));
+          best.raster_group = static_cast<int>(std::min<int64_t>(m_blocks * groups, 8));
           best.num_sms = static_cast<int>(ctas);
         }
       }

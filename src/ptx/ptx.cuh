@@ -218,6 +218,17 @@ __device__ __forceinline__ void stmatrix_x2(u32 addr, u32 r0, u32 r1) {
   asm volatile("stmatrix.sync.aligned.x2.m8n8.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0), "r"(r1) : "memory");
 }
 
+/// 16-byte shared-memory load.
+__device__ __forceinline__ void ld_shared_v4(u32 addr, u32 (&v)[4]) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(addr));
+}
+
+/// 16-byte global store.
+__device__ __forceinline__ void st_global_v4(void* ptr, const u32 (&v)[4]) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+               : "memory");
+}
+
 /// Packs two floats to bf16x2 (round to nearest even): `lo` to the low half (lower address).
 __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
   u32 r;

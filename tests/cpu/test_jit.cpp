@@ -53,6 +53,19 @@ TEST(Jit, DenseGemmFamilyCompilesForSm90a) {
   }
 }
 
+// The grouped families: same mainloop, contiguous and masked schedulers, row-masked epilogue.
+TEST(Jit, GroupedGemmFamiliesCompileForSm90a) {
+  for (const char* body : {"fp8_gemm_contiguous", "fp8_gemm_masked"})
+    for (const moekit::GemmConfig& c : {moekit::GemmConfig{128, 128, 5, 8, 132, 1}, moekit::GemmConfig{64, 48, 8, 1, 132, 1}}) {
+      std::string entry;
+      const std::string src = moekit::detail::fp8_gemm_kernel_source(c, body, &entry);
+      SCOPED_TRACE(entry);
+      std::vector<char> cubin;
+      ASSERT_NO_THROW(cubin = moekit::jit::compile_cubin(src, entry));
+      EXPECT_TRUE(has_elf_magic(cubin));
+    }
+}
+
 TEST(Jit, DiskCacheIsReused) {
   const moekit::GemmConfig c{64, 32, 4, 1, 132};
   std::string entry;

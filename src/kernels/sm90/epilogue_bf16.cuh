@@ -24,11 +24,24 @@ struct Bf16TmaEpilogue {
   static constexpr u32 kAtomBytes = kBlockM * kSwizzle;
   static_assert(kBlockN % kAtomCols == 0, "BLOCK_N must be a whole number of swizzle atoms");
 
+  /// Shared-memory offset of 16-byte chunk `chunk` (8 columns) of tile row `row`, in the layout
+  /// the TMA store expects: column atoms of kSwizzle-byte rows, 16-byte units XOR-swizzled.
+  __device__ __forceinline__ static u32 staging_offset(u32 row, u32 chunk) {
+    const u32 atom = chunk / kChunksPerRow;
+    const u32 byte = row * kSwizzle + (chunk % kChunksPerRow) * 16;
+    const u32 line = byte / 128;
+    const u32 unit = ((byte / 16) % 8) ^ (line % kChunksPerRow);
+    return atom * kAtomBytes + line * 128 + unit * 16;
+  }
+
   /// Stores the tile's accumulators `acc` (wgmma layout, kBlockN/2 per thread) at (t.m0, t.n0).
-  /// `smem_d` is the 1024-byte aligned staging buffer. Called by all math threads.
-  __device__ __forceinline__ static void store(const float (&acc)[kBlockN / 2], const Tile& t, u32 n,
+  /// `smem_d` is the 1024-byte aligned staging buffer. Called by all math threads. Whole tiles go
+  /// out through the TMA store; a tile with fewer valid rows (grouped GEMMs: the rest belong to
+  /// padding or another group) is copied row by row so nothing past its valid rows is written.
+  __device__ __forceinline__ static void store(const float (&acc)[kBlockN / 2], const Tile& t, const GemmParams& p,
                                                u32 smem_d, const ptx::TmaDescriptor& tma_d,
                                                const MathThread& th) {
+    const u32 n = p.n;
     // The previous tile's TMA store must have finished reading the staging buffer.
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait_read<0>();
     ptx::named_barrier_sync(1, kMathThreads);
@@ -36,17 +49,25 @@ struct Bf16TmaEpilogue {
     const u32 row = th.warpgroup * 64 + th.warp * 16 + (th.lane % 16);
 #pragma unroll
     for (u32 i = 0; i < kBlockN / 8; ++i) {
-      const u32 atom = i / kChunksPerRow;
-      const u32 byte = row * kSwizzle + (i % kChunksPerRow) * 16;
-      const u32 line = byte / 128;
-      const u32 chunk = ((byte / 16) % 8) ^ (line % kChunksPerRow);
-      const u32 addr = smem_d + atom * kAtomBytes + line * 128 + chunk * 16;
-      ptx::stmatrix_x2(addr, ptx::pack_bf16x2(acc[4 * i + 0], acc[4 * i + 1]),
+      ptx::stmatrix_x2(smem_d + staging_offset(row, i), ptx::pack_bf16x2(acc[4 * i + 0], acc[4 * i + 1]),
                        ptx::pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]));
     }
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(1, kMathThreads);
 
+    if (t.valid_rows < u32(kBlockM)) {
+      constexpr u32 kChunks = kBlockN / 8;
+      const u32 tid = th.warpgroup * 128 + th.warp * 32 + th.lane;
+      for (u32 i = tid; i < t.valid_rows * kChunks; i += kMathThreads) {
+        const u32 r = i / kChunks, c = i % kChunks;
+        const u32 col = t.n0 + c * 8;
+        if (col >= n) continue;
+        u32 v[4];
+        ptx::ld_shared_v4(smem_d + staging_offset(r, c), v);
+        ptx::st_global_v4(static_cast<ptx::u16*>(p.d) + (static_cast<ptx::u64>(t.m0 + r) * p.ldd + col), v);
+      }
+      return;
+    }
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) {
 #pragma unroll
       for (u32 a = 0; a < kAtoms; ++a) {

@@ -225,7 +225,7 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   while (sched.next(t)) {
     m.begin_tile(t);
     m.k_loop(out);
-    Epilogue::store(out, t, p.n, s_d, tma_d, m.th);
+    Epilogue::store(out, t, p, s_d, tma_d, m.th);
   }
   Epilogue::finish(m.th);
 }
@@ -314,6 +314,28 @@ __device__ __forceinline__ void fp8_gemm_dense(const ptx::TmaDescriptor& tma_a, 
                                                const GemmParams& p) {
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
   fp8_gemm_mainloop<kBlockM, kBlockN, kStages, kCluster, DenseScheduler<kBlockM, kBlockN, kCluster>,
+                    Bf16TmaEpilogue<kBlockM, kBlockN, T::kMathThreads>>(tma_a, tma_b, tma_sfa, tma_d, p);
+}
+
+/// Contiguous (flat, expert-sorted, 128-aligned segments) grouped GEMM.
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+__device__ __forceinline__ void fp8_gemm_contiguous(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
+                                                    const ptx::TmaDescriptor& tma_sfa,
+                                                    const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
+  static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
+  fp8_gemm_mainloop<kBlockM, kBlockN, kStages, kCluster, ContiguousScheduler<kBlockM, kBlockN>,
+                    Bf16TmaEpilogue<kBlockM, kBlockN, T::kMathThreads>>(tma_a, tma_b, tma_sfa, tma_d, p);
+}
+
+/// Masked ([E, max_m] with per-group counts) grouped GEMM.
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+__device__ __forceinline__ void fp8_gemm_masked(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
+                                                const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
+                                                const GemmParams& p) {
+  static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
+  fp8_gemm_mainloop<kBlockM, kBlockN, kStages, kCluster, MaskedScheduler<kBlockM, kBlockN>,
                     Bf16TmaEpilogue<kBlockM, kBlockN, T::kMathThreads>>(tma_a, tma_b, tma_sfa, tma_d, p);
 }
 

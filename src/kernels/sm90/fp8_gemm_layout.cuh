@@ -55,6 +55,13 @@ struct GemmParams {
   unsigned num_n_sb;      ///< ceil(n / 128): B-scale blocks per group along N
   const float* sb;        ///< B scales [groups][num_n_sb][num_kb]
   unsigned raster_group;  ///< M blocks per rasterization group (L2 reuse)
+  // Grouped GEMMs (unused by the dense one):
+  const int* group_offsets;  ///< contiguous: [num_groups + 1] aligned segment starts
+  const int* group_counts;   ///< [num_groups] valid rows per group
+  unsigned num_groups;
+  unsigned group_max_m;      ///< masked: rows per group in A and D
+  void* d;                   ///< D base, for the row-masked store of partial tiles
+  unsigned ldd;              ///< D row stride in elements
 };
 
 /// Threads per CTA: one warpgroup per 64 rows of BLOCK_M for the math, plus one producer warpgroup.

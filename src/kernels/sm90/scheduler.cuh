@@ -13,10 +13,11 @@ using ptx::u32;
 
 /// One output tile: where A, B and D start, and the offset of its group's B scales.
 struct Tile {
-  u32 m0;         ///< first row of A and D
-  u32 n0;         ///< first column of D
-  u32 b_row0;     ///< first row of B in the (stacked) B tensor
-  u32 sb_offset;  ///< offset of this group's B scales in GemmParams::sb
+  u32 m0;          ///< first row of A and D
+  u32 n0;          ///< first column of D (within the group)
+  u32 b_row0;      ///< first row of B in the (stacked) B tensor
+  u32 sb_offset;   ///< offset of this group's B scales in GemmParams::sb
+  u32 valid_rows;  ///< rows of the tile that belong to its group (< BLOCK_M: the rest must not be written)
 };
 
 /// Dense GEMM: tiles of an M x N output, visited in groups of `raster_group` M blocks; within a
@@ -55,7 +56,100 @@ struct DenseScheduler {
     t.n0 = n_block * kBlockN;
     t.b_row0 = t.n0;
     t.sb_offset = 0;
+    t.valid_rows = kBlockM;  // the M tail is clipped by the TMA store
     return true;
+  }
+};
+
+/// Fills the group-dependent fields of a tile of group `g`.
+__device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
+  t.b_row0 = g * p.n + t.n0;
+  t.sb_offset = g * p.num_n_sb * p.num_kb;
+}
+
+/// Contiguous grouped GEMM: A's rows are sorted by group, group g owning the aligned segment
+/// [offsets[g], offsets[g+1]) of which the first counts[g] rows are valid. The number of M tiles
+/// (offsets[G] / BLOCK_M, capped by the allocated rows) is read on the device; a tile's group is
+/// found by binary search; tiles with no valid row (block_m 64 past a short group) are skipped.
+template <int kBlockM, int kBlockN>
+struct ContiguousScheduler {
+  const GemmParams& p;
+  u32 num_m_tiles, num_n_blocks, num_tiles, group, next_index;
+
+  __device__ __forceinline__ explicit ContiguousScheduler(const GemmParams& params)
+      : p(params), num_n_blocks((params.n + kBlockN - 1) / kBlockN), group(params.raster_group ? params.raster_group : 1),
+        next_index(blockIdx.x) {
+    const u32 used = u32(__ldg(p.group_offsets + p.num_groups));
+    num_m_tiles = (used < p.m ? used : p.m) / kBlockM;
+    num_tiles = num_m_tiles * num_n_blocks;
+  }
+
+  __device__ __forceinline__ bool next(Tile& t) {
+    while (next_index < num_tiles) {
+      const u32 idx = next_index;
+      next_index += gridDim.x;
+      const u32 tiles_per_group = group * num_n_blocks;
+      const u32 gi = idx / tiles_per_group;
+      const u32 first_m = gi * group;
+      const u32 rows_in_group = (num_m_tiles - first_m) < group ? (num_m_tiles - first_m) : group;
+      const u32 r = idx - gi * tiles_per_group;
+      t.m0 = (first_m + r % rows_in_group) * kBlockM;
+      t.n0 = (r / rows_in_group) * kBlockN;
+      // Last group whose segment starts at or before m0 (empty groups share their start).
+      u32 lo = 0, hi = p.num_groups;
+      while (hi - lo > 1) {
+        const u32 mid = (lo + hi) / 2;
+        if (u32(__ldg(p.group_offsets + mid)) <= t.m0) lo = mid;
+        else hi = mid;
+      }
+      const int seg_start = __ldg(p.group_offsets + lo);
+      const int seg_end = __ldg(p.group_offsets + lo + 1);
+      int count = __ldg(p.group_counts + lo);
+      if (count > seg_end - seg_start) count = seg_end - seg_start;
+      const int valid = seg_start + count - int(t.m0);
+      if (valid <= 0) continue;
+      t.valid_rows = valid < kBlockM ? u32(valid) : u32(kBlockM);
+      set_group(t, p, lo);
+      return true;
+    }
+    return false;
+  }
+};
+
+/// Masked grouped GEMM: group g owns rows [g*max_m, (g+1)*max_m) of A and D, of which the first
+/// min(counts[g], max_m) are valid. Tiles are numbered (group, n block, m tile) with the M tile
+/// fastest; tiles past a group's count are skipped, so empty groups cost one read each.
+template <int kBlockM, int kBlockN>
+struct MaskedScheduler {
+  const GemmParams& p;
+  u32 m_tiles_per_group, num_n_blocks, num_tiles, next_index;
+
+  __device__ __forceinline__ explicit MaskedScheduler(const GemmParams& params)
+      : p(params),
+        m_tiles_per_group((params.group_max_m + kBlockM - 1) / kBlockM),
+        num_n_blocks((params.n + kBlockN - 1) / kBlockN),
+        num_tiles(params.num_groups * m_tiles_per_group * num_n_blocks),
+        next_index(blockIdx.x) {}
+
+  __device__ __forceinline__ bool next(Tile& t) {
+    while (next_index < num_tiles) {
+      const u32 idx = next_index;
+      next_index += gridDim.x;
+      const u32 per_group = m_tiles_per_group * num_n_blocks;
+      const u32 g = idx / per_group;
+      const u32 r = idx - g * per_group;
+      const u32 m_tile = r % m_tiles_per_group;
+      int count = __ldg(p.group_counts + g);
+      if (count > int(p.group_max_m)) count = int(p.group_max_m);
+      const int valid = count - int(m_tile * kBlockM);
+      if (valid <= 0) continue;
+      t.m0 = g * p.group_max_m + m_tile * kBlockM;
+      t.n0 = (r / m_tiles_per_group) * kBlockN;
+      t.valid_rows = valid < kBlockM ? u32(valid) : u32(kBlockM);
+      set_group(t, p, g);
+      return true;
+    }
+    return false;
   }
 };
 

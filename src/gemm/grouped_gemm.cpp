@@ -1,0 +1,148 @@
+// Host side of the grouped (MoE) FP8 GEMMs: layouts, validation, configuration and launch. The
+// kernels are the dense GEMM's mainloop with the contiguous or masked tile scheduler.
+#include "moekit/grouped_gemm.h"
+
+#include <string>
+
+#include "common/check.h"
+#include "gemm/gemm_launch.h"
+#include "gemm/heuristic.h"
+#include "moekit/numerics.h"
+#include "runtime/device.h"
+#include "runtime/jit.h"
+
+namespace moekit {
+namespace detail {
+namespace {
+
+void validate_grouped(const char* fn, const GroupedGemmFp8Args& a, int64_t rows) {
+  MOEKIT_REQUIRE(a.num_groups >= 1 && a.num_groups < (int64_t(1) << 20), ErrorCode::kInvalidArgument, fn,
+                 ": num_groups = ", a.num_groups, " must be in [1, 2^20)");
+  validate_nk(fn, a.n, a.k);
+  MOEKIT_REQUIRE(a.num_groups * a.n < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn,
+                 ": num_groups * n must be < 2^31");
+  MOEKIT_REQUIRE(rows < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn, ": ", rows, " rows must be < 2^31");
+  validate_operands(fn, a.k, a.n, a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd);
+}
+
+// Grouped configurations never pair CTAs (a cluster's two tiles would need the same group).
+GemmConfig grouped_config(int64_t m_per_group, int64_t groups, int64_t n, int64_t k, int64_t max_tiles) {
+  GemmConfig c = select_gemm_config(m_per_group, n, k, device_limits(), groups);
+  c.multicast = 1;
+  c.num_sms = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(c.num_sms, max_tiles)));
+  return c;
+}
+
+int64_t tiles_upper_bound(int64_t rows_per_group_tiles, int64_t n, const GemmConfig& c) {
+  return rows_per_group_tiles * ceil_div(n, c.block_n);
+}
+
+void launch_grouped(const char* body, const GroupedGemmFp8Args& a, int64_t rows, const GemmConfig& c,
+                    const int32_t* offsets, const int32_t* counts, int64_t max_m, cudaStream_t stream) {
+  const uint64_t num_kb = static_cast<uint64_t>(ceil_div(a.k, kQuantBlock));
+  const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
+  const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.a, a.k, rows, a.lda, 128, c.block_m,
+                                        CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tma_b = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.b, a.k, a.num_groups * a.n, a.ldb, 128,
+                                        c.block_n, CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, a.sa, rows, num_kb, sfa_ld(rows),
+                                          c.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  const CUtensorMap tma_d = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, a.d, a.n, rows, a.ldd, d_swizzle / 2,
+                                        c.block_m, swizzle_for_bytes(d_swizzle));
+  sm90::GemmParams p{};
+  p.m = static_cast<unsigned>(rows);
+  p.n = static_cast<unsigned>(a.n);
+  p.k = static_cast<unsigned>(a.k);
+  p.num_kb = static_cast<unsigned>(num_kb);
+  p.num_n_sb = static_cast<unsigned>(ceil_div(a.n, kQuantBlock));
+  p.sb = a.sb;
+  p.raster_group = static_cast<unsigned>(c.raster_group);
+  p.group_offsets = offsets;
+  p.group_counts = counts;
+  p.num_groups = static_cast<unsigned>(a.num_groups);
+  p.group_max_m = static_cast<unsigned>(max_m);
+  p.d = a.d;
+  p.ldd = static_cast<unsigned>(a.ldd);
+  launch_fp8_gemm(c, body, tma_a, tma_b, tma_sfa, tma_d, p, stream);
+}
+
+GemmConfig contiguous_config(int64_t rows, int64_t groups, int64_t n, int64_t k) {
+  GemmConfig c = grouped_config(std::max<int64_t>(1, rows / groups), groups, n, k, 1 << 30);
+  c.num_sms = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(c.num_sms, tiles_upper_bound(rows / c.block_m, n, c))));
+  return c;
+}
+
+GemmConfig masked_config(int64_t max_m, int64_t groups, int64_t n, int64_t k) {
+  GemmConfig c = grouped_config(max_m, groups, n, k, 1 << 30);
+  c.num_sms = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(c.num_sms, tiles_upper_bound(groups * ceil_div(max_m, c.block_m), n, c))));
+  return c;
+}
+
+void prepare(const GemmConfig& c, const char* body) {
+  std::string entry;
+  jit::get_kernel(fp8_gemm_kernel_source(c, body, &entry), entry);
+}
+
+}  // namespace
+}  // namespace detail
+
+std::vector<int32_t> contiguous_offsets(const std::vector<int32_t>& counts) {
+  std::vector<int32_t> offsets(counts.size() + 1, 0);
+  int64_t acc = 0;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    MOEKIT_REQUIRE(counts[e] >= 0, ErrorCode::kInvalidArgument, "moekit::contiguous_offsets: counts[", e, "] = ",
+                   counts[e], " is negative");
+    acc += align_up(counts[e], kGroupAlign);
+    MOEKIT_REQUIRE(acc < (int64_t(1) << 31), ErrorCode::kInvalidArgument,
+                   "moekit::contiguous_offsets: the layout exceeds 2^31 rows");
+    offsets[e + 1] = static_cast<int32_t>(acc);
+  }
+  return offsets;
+}
+
+int64_t contiguous_rows_upper_bound(int64_t total_rows, int64_t num_groups) {
+  MOEKIT_REQUIRE(total_rows >= 0 && num_groups >= 1, ErrorCode::kInvalidArgument,
+                 "moekit::contiguous_rows_upper_bound: need total_rows >= 0 and num_groups >= 1");
+  return align_up(total_rows + num_groups * (kGroupAlign - 1), kGroupAlign);
+}
+
+void grouped_gemm_fp8_contiguous(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,
+                                 const int32_t* counts, cudaStream_t stream) {
+  constexpr const char* fn = "moekit::grouped_gemm_fp8_contiguous";
+  MOEKIT_REQUIRE(rows >= 0 && rows % kGroupAlign == 0, ErrorCode::kInvalidArgument, fn, ": rows = ", rows,
+                 " must be a non-negative multiple of ", kGroupAlign);
+  if (rows == 0) return;
+  detail::validate_grouped(fn, a, rows);
+  MOEKIT_REQUIRE(offsets && counts, ErrorCode::kInvalidArgument, fn, ": offsets and counts are required");
+  detail::require_sm90(fn);
+  const GemmConfig c = detail::contiguous_config(rows, a.num_groups, a.n, a.k);
+  detail::launch_grouped("fp8_gemm_contiguous", a, rows, c, offsets, counts, 0, stream);
+}
+
+void grouped_gemm_fp8_masked(const GroupedGemmFp8Args& a, int64_t max_m, const int32_t* counts, cudaStream_t stream) {
+  constexpr const char* fn = "moekit::grouped_gemm_fp8_masked";
+  MOEKIT_REQUIRE(max_m >= 1, ErrorCode::kInvalidArgument, fn, ": max_m = ", max_m, " must be >= 1");
+  const int64_t rows = a.num_groups * max_m;
+  detail::validate_grouped(fn, a, rows);
+  MOEKIT_REQUIRE(counts, ErrorCode::kInvalidArgument, fn, ": counts is required");
+  detail::require_sm90(fn);
+  const GemmConfig c = detail::masked_config(max_m, a.num_groups, a.n, a.k);
+  detail::launch_grouped("fp8_gemm_masked", a, rows, c, nullptr, counts, max_m, stream);
+}
+
+void grouped_gemm_fp8_prepare_contiguous(int64_t rows, int64_t num_groups, int64_t n, int64_t k) {
+  detail::require_sm90("moekit::grouped_gemm_fp8_prepare_contiguous");
+  MOEKIT_REQUIRE(rows > 0 && num_groups >= 1, ErrorCode::kInvalidArgument,
+                 "moekit::grouped_gemm_fp8_prepare_contiguous: need rows > 0 and num_groups >= 1");
+  detail::prepare(detail::contiguous_config(rows, num_groups, n, k), "fp8_gemm_contiguous");
+}
+
+void grouped_gemm_fp8_prepare_masked(int64_t max_m, int64_t num_groups, int64_t n, int64_t k) {
+  detail::require_sm90("moekit::grouped_gemm_fp8_prepare_masked");
+  MOEKIT_REQUIRE(max_m >= 1 && num_groups >= 1, ErrorCode::kInvalidArgument,
+                 "moekit::grouped_gemm_fp8_prepare_masked: need max_m >= 1 and num_groups >= 1");
+  detail::prepare(detail::masked_config(max_m, num_groups, n, k), "fp8_gemm_masked");
+}
+
+}  // namespace moekit
