@@ -30,13 +30,6 @@ void validate(const GemmFp8Args& a) {
   validate_operands(fn, a.k, a.n, a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd);
 }
 
-GemmDeviceLimits limits_of(const DeviceInfo& d) {
-  GemmDeviceLimits lim;
-  lim.num_sms = d.num_sms;
-  lim.smem_bytes = static_cast<unsigned>(d.smem_optin);
-  return lim;
-}
-
 }  // namespace
 
 void validate_nk(const char* fn, int64_t n, int64_t k) {
@@ -109,9 +102,28 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
                 ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
 }
 
-void launch_fp8_gemm(const GemmConfig& c, const char* body, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
-                     const CUtensorMap& tma_sfa, const CUtensorMap& tma_d, const sm90::GemmParams& params,
+void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
                      cudaStream_t stream) {
+  const uint64_t num_kb = static_cast<uint64_t>(ceil_div(op.k, kQuantBlock));
+  const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
+  const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.a, op.k, op.rows, op.lda, 128, c.block_m,
+                                        CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tma_b = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, op.k, op.b_rows, op.ldb, 128,
+                                        c.block_n / c.multicast, CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, op.sa, op.rows, num_kb,
+                                          sfa_ld(op.rows), c.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  const CUtensorMap tma_d = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, op.d, op.n, op.rows, op.ldd,
+                                        d_swizzle / 2, c.block_m, swizzle_for_bytes(d_swizzle));
+  params.m = static_cast<unsigned>(op.rows);
+  params.n = static_cast<unsigned>(op.n);
+  params.k = static_cast<unsigned>(op.k);
+  params.num_kb = static_cast<unsigned>(num_kb);
+  params.num_n_sb = static_cast<unsigned>(ceil_div(op.n, kQuantBlock));
+  params.sb = op.sb;
+  params.raster_group = static_cast<unsigned>(c.raster_group);
+  params.d = op.d;
+  params.ldd = static_cast<unsigned>(op.ldd);
+
   std::string entry;
   const std::string source = fp8_gemm_kernel_source(c, body, &entry);
   jit::Kernel kernel = jit::get_kernel(source, entry);
@@ -163,52 +175,33 @@ GemmConfig GemmConfig::parse(const std::string& text) {
 }
 
 GemmConfig gemm_fp8_select_config(int64_t m, int64_t n, int64_t k) {
-  const auto& dev = detail::require_sm90("moekit::gemm_fp8_select_config");
-  return detail::select_gemm_config(m, n, k, detail::limits_of(dev));
+  detail::require_sm90("moekit::gemm_fp8_select_config");
+  return detail::select_gemm_config(m, n, k, detail::device_limits());
 }
 
 void gemm_fp8_nt(const GemmFp8Args& args, cudaStream_t stream) {
   detail::validate(args);
   if (args.m == 0) return;
-  const auto& dev = detail::require_sm90("moekit::gemm_fp8_nt");
-  gemm_fp8_nt(args, detail::select_gemm_config(args.m, args.n, args.k, detail::limits_of(dev)), stream);
+  detail::require_sm90("moekit::gemm_fp8_nt");
+  gemm_fp8_nt(args, detail::select_gemm_config(args.m, args.n, args.k, detail::device_limits()), stream);
 }
 
 void gemm_fp8_nt(const GemmFp8Args& a, const GemmConfig& c, cudaStream_t stream) {
   using namespace detail;
   validate(a);
   if (a.m == 0) return;
-  const auto& dev = require_sm90("moekit::gemm_fp8_nt");
-  const std::string problem = gemm_config_problem(c, limits_of(dev));
+  require_sm90("moekit::gemm_fp8_nt");
+  const std::string problem = gemm_config_problem(c, device_limits());
   MOEKIT_REQUIRE(problem.empty(), ErrorCode::kInvalidArgument, "moekit::gemm_fp8_nt: configuration ", c.str(),
                  " cannot run: ", problem);
 
-  const uint64_t num_kb = static_cast<uint64_t>(ceil_div(a.k, kQuantBlock));
-  const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
-  const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.a, a.k, a.m, a.lda, 128, c.block_m,
-                                        CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tma_b = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.b, a.k, a.n, a.ldb, 128,
-                                        c.block_n / c.multicast, CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, a.sa, a.m, num_kb, sfa_ld(a.m),
-                                          c.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
-  const CUtensorMap tma_d = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, a.d, a.n, a.m, a.ldd, d_swizzle / 2,
-                                        c.block_m, swizzle_for_bytes(d_swizzle));
-  sm90::GemmParams params{};
-  params.m = static_cast<uint32_t>(a.m);
-  params.n = static_cast<uint32_t>(a.n);
-  params.k = static_cast<uint32_t>(a.k);
-  params.num_kb = static_cast<uint32_t>(num_kb);
-  params.num_n_sb = static_cast<uint32_t>(ceil_div(a.n, kQuantBlock));
-  params.sb = a.sb;
-  params.raster_group = static_cast<uint32_t>(c.raster_group);
-  params.d = a.d;
-  params.ldd = static_cast<uint32_t>(a.ldd);
-  launch_fp8_gemm(c, "fp8_gemm_dense", tma_a, tma_b, tma_sfa, tma_d, params, stream);
+  const Fp8GemmOperands op{a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd, a.m, a.n, a.n, a.k};
+  launch_fp8_gemm(c, "fp8_gemm_dense", op, sm90::GemmParams{}, stream);
 }
 
 void gemm_fp8_prepare(int64_t m, int64_t n, int64_t k) {
-  const auto& dev = detail::require_sm90("moekit::gemm_fp8_prepare");
-  const GemmConfig c = detail::select_gemm_config(m, n, k, detail::limits_of(dev));
+  detail::require_sm90("moekit::gemm_fp8_prepare");
+  const GemmConfig c = detail::select_gemm_config(m, n, k, detail::device_limits());
   std::string entry;
   const std::string source = detail::fp8_gemm_kernel_source(c, "fp8_gemm_dense", &entry);
   jit::get_kernel(source, entry);

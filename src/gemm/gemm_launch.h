@@ -32,9 +32,24 @@ CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes);
 /// Sets *entry to the entry's name.
 std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry);
 
-/// Compiles/loads the kernel (cached) and launches it with c.num_sms persistent CTAs.
-void launch_fp8_gemm(const GemmConfig& c, const char* body, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
-                     const CUtensorMap& tma_sfa, const CUtensorMap& tma_d, const sm90::GemmParams& params,
+/// The operands of one launch of the GEMM family: `rows` rows of A and D, `b_rows` rows of B
+/// (E * n for grouped GEMMs), A scales in the physical layout over `rows`.
+struct Fp8GemmOperands {
+  const void* a;
+  int64_t lda;
+  const float* sa;
+  const void* b;
+  int64_t ldb;
+  const float* sb;
+  void* d;
+  int64_t ldd;
+  int64_t rows, b_rows, n, k;
+};
+
+/// Builds the TMA descriptors, fills the shape fields of `params` (group fields are the
+/// caller's), compiles/loads kernel `body` for `c` (cached) and launches it with c.num_sms
+/// persistent CTAs (clusters of c.multicast).
+void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
                      cudaStream_t stream);
 
 }  // namespace moekit::detail

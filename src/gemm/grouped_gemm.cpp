@@ -39,31 +39,13 @@ int64_t tiles_upper_bound(int64_t rows_per_group_tiles, int64_t n, const GemmCon
 
 void launch_grouped(const char* body, const GroupedGemmFp8Args& a, int64_t rows, const GemmConfig& c,
                     const int32_t* offsets, const int32_t* counts, int64_t max_m, cudaStream_t stream) {
-  const uint64_t num_kb = static_cast<uint64_t>(ceil_div(a.k, kQuantBlock));
-  const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
-  const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.a, a.k, rows, a.lda, 128, c.block_m,
-                                        CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tma_b = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.b, a.k, a.num_groups * a.n, a.ldb, 128,
-                                        c.block_n, CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, a.sa, rows, num_kb, sfa_ld(rows),
-                                          c.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
-  const CUtensorMap tma_d = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, a.d, a.n, rows, a.ldd, d_swizzle / 2,
-                                        c.block_m, swizzle_for_bytes(d_swizzle));
   sm90::GemmParams p{};
-  p.m = static_cast<unsigned>(rows);
-  p.n = static_cast<unsigned>(a.n);
-  p.k = static_cast<unsigned>(a.k);
-  p.num_kb = static_cast<unsigned>(num_kb);
-  p.num_n_sb = static_cast<unsigned>(ceil_div(a.n, kQuantBlock));
-  p.sb = a.sb;
-  p.raster_group = static_cast<unsigned>(c.raster_group);
   p.group_offsets = offsets;
   p.group_counts = counts;
   p.num_groups = static_cast<unsigned>(a.num_groups);
   p.group_max_m = static_cast<unsigned>(max_m);
-  p.d = a.d;
-  p.ldd = static_cast<unsigned>(a.ldd);
-  launch_fp8_gemm(c, body, tma_a, tma_b, tma_sfa, tma_d, p, stream);
+  const Fp8GemmOperands op{a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd, rows, a.num_groups * a.n, a.n, a.k};
+  launch_fp8_gemm(c, body, op, p, stream);
 }
 
 GemmConfig contiguous_config(int64_t rows, int64_t groups, int64_t n, int64_t k) {

@@ -20,6 +20,19 @@ struct Tile {
   u32 valid_rows;  ///< rows of the tile that belong to its group (< BLOCK_M: the rest must not be written)
 };
 
+/// Rasterized tile order shared by the schedulers: tiles visited in groups of `group` M blocks
+/// (of num_m); inside a group the M block changes fastest, so concurrently running CTAs share B
+/// tiles and a few A tiles in L2.
+__device__ __forceinline__ void raster(u32 idx, u32 num_m, u32 num_n, u32 group, u32& m_block, u32& n_block) {
+  const u32 per_group = group * num_n;
+  const u32 g = idx / per_group;
+  const u32 first_m = g * group;
+  const u32 rows_in_group = (num_m - first_m) < group ? (num_m - first_m) : group;
+  const u32 r = idx - g * per_group;
+  m_block = first_m + r % rows_in_group;
+  n_block = r / rows_in_group;
+}
+
 /// Dense GEMM: tiles of an M x N output, visited in groups of `raster_group` M blocks; within a
 /// group the M block changes fastest, so concurrently running CTAs share B tiles and a few A tiles
 /// in L2.
@@ -45,13 +58,9 @@ struct DenseScheduler {
     if (next_index >= num_units) return false;
     const u32 idx = next_index;
     next_index += stride;
-    const u32 units_per_group = group * num_n_blocks;
-    const u32 g = idx / units_per_group;
-    const u32 first_m = g * group;
-    const u32 rows_in_group = (num_units_m - first_m) < group ? (num_units_m - first_m) : group;
-    const u32 r = idx - g * units_per_group;
-    const u32 m_block = (first_m + r % rows_in_group) * kCluster + rank;
-    const u32 n_block = r / rows_in_group;
+    u32 m_unit, n_block;
+    raster(idx, num_units_m, num_n_blocks, group, m_unit, n_block);
+    const u32 m_block = m_unit * kCluster + rank;
     t.m0 = m_block * kBlockM;
     t.n0 = n_block * kBlockN;
     t.b_row0 = t.n0;
@@ -88,13 +97,10 @@ struct ContiguousScheduler {
     while (next_index < num_tiles) {
       const u32 idx = next_index;
       next_index += gridDim.x;
-      const u32 tiles_per_group = group * num_n_blocks;
-      const u32 gi = idx / tiles_per_group;
-      const u32 first_m = gi * group;
-      const u32 rows_in_group = (num_m_tiles - first_m) < group ? (num_m_tiles - first_m) : group;
-      const u32 r = idx - gi * tiles_per_group;
-      t.m0 = (first_m + r % rows_in_group) * kBlockM;
-      t.n0 = (r / rows_in_group) * kBlockN;
+      u32 m_block, n_block;
+      raster(idx, num_m_tiles, num_n_blocks, group, m_block, n_block);
+      t.m0 = m_block * kBlockM;
+      t.n0 = n_block * kBlockN;
       // Last group whose segment starts at or before m0 (empty groups share their start).
       u32 lo = 0, hi = p.num_groups;
       while (hi - lo > 1) {
