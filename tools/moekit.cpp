@@ -2,6 +2,7 @@
 //
 //   moekit bench gemm  [--csv|--json] [...]   dense FP8 block-scaled GEMM vs cuBLASLt
 //   moekit bench quant [--csv|--json]         activation / weight quantization kernels
+//   moekit bench grouped [--csv|--json]       grouped (contiguous / masked) FP8 GEMMs vs cuBLASLt per expert
 //   moekit jit warm [--m M,..] [--nk N:K,..]  compile (NVRTC) the kernels those shapes use into the disk cache
 //   moekit info                               device, cache directory, version
 #include <cstdio>
@@ -21,6 +22,8 @@ void usage() {
       "  bench gemm  [--csv|--json] [--shapes M:N:K,...] [--reps R]\n"
       "                              FP8 block-scaled GEMM: ours vs cuBLASLt FP8 block-scaled and BF16\n"
       "  bench quant [--csv|--json]  quantization kernels vs the measured copy bandwidth\n"
+      "  bench grouped [--csv|--json] [--reps R] [--no-baseline]\n"
+      "                              grouped FP8 GEMMs (contiguous, masked): ours vs cuBLASLt once per expert\n"
       "  jit warm    [--shapes M:N:K,...]\n"
       "                              compile the kernels those shapes use into the disk cache (no GPU needed)\n"
       "  info                        device, kernel cache directory, version\n");
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
       std::string what = argv[2];
       if (what == "gemm") return moekit::bench::bench_gemm_main(argc - 2, argv + 2);
       if (what == "quant") return moekit::bench::bench_quant_main(argc - 2, argv + 2);
+      if (what == "grouped") return moekit::bench::bench_grouped_main(argc - 2, argv + 2);
       std::fprintf(stderr, "moekit: unknown benchmark '%s'\n", what.c_str());
       usage();
       return 2;

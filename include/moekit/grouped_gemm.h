@@ -33,35 +33,42 @@ struct GroupedGemmFp8Args {
   int64_t k = 0;             ///< k ≥ 16, k % 16 == 0
   const void* a = nullptr;   ///< FP8 A rows (layout-specific count), row stride lda
   int64_t lda = 0;           ///< ≥ k, % 16 == 0
-  const float* sa = nullptr; ///< A scales, physical layout [ceil(k/128), sfa_ld(total A rows)]
+  /// A scales, physical layout [ceil(k/128), sfa_ld(R)] where R is the number of A rows the call
+  /// covers: the allocated `rows` (contiguous) or E * max_m (masked), not the valid rows.
+  const float* sa = nullptr;
   const void* b = nullptr;   ///< FP8 B [E, n, k]: group e's row j at b + (e*n + j)*ldb
   int64_t ldb = 0;           ///< ≥ k, % 16 == 0
   const float* sb = nullptr; ///< B scales [E, ceil(n/128), ceil(k/128)] row-major
-  void* d = nullptr;         ///< bf16 D rows (same row count as A), row stride ldd
+  void* d = nullptr;         ///< bf16 D rows (same row count R as A), row stride ldd
   int64_t ldd = 0;           ///< ≥ n, % 8 == 0
 };
 
 /// Host reference of the contiguous layout: offsets[0] = 0,
-/// offsets[e+1] = offsets[e] + align_up(counts[e], kGroupAlign). Returns E + 1 entries.
-/// Throws kInvalidArgument on a negative count.
+/// offsets[e+1] = offsets[e] + align_up(counts[e], kGroupAlign). Returns E + 1 entries ({0} for
+/// no groups). Throws kInvalidArgument on a negative count or a layout of 2^31 rows or more.
 std::vector<int32_t> contiguous_offsets(const std::vector<int32_t>& counts);
 
 /// Rows a contiguous layout of `total_rows` real rows over `num_groups` experts can need at most:
 /// total_rows + num_groups * (kGroupAlign - 1), rounded up to kGroupAlign. Allocate A and D with
-/// this many rows to stay free of host synchronization.
+/// this many rows to stay free of host synchronization. Throws kInvalidArgument for
+/// total_rows < 0 or num_groups < 1.
 int64_t contiguous_rows_upper_bound(int64_t total_rows, int64_t num_groups);
 
 /// Device version of contiguous_offsets: reads counts[E] and writes offsets[E+1] on `stream`
-/// (one small kernel; no host synchronization; graph-capturable). Same values as the host one.
+/// (one small kernel; no host synchronization; graph-capturable). Same values as the host one;
+/// a negative count (which the host version rejects) counts as 0. Needs num_groups ≥ 1.
 void contiguous_offsets_device(const int32_t* counts, int64_t num_groups, int32_t* offsets, cudaStream_t stream);
 
-/// Contiguous grouped GEMM over `rows` allocated rows of A and D (rows % kGroupAlign == 0;
-/// offsets[E] ≤ rows must hold — rows past offsets[E] are ignored).
+/// Contiguous grouped GEMM over `rows` allocated rows of A and D (rows ≥ 0, rows % kGroupAlign
+/// == 0; rows == 0 does nothing after validating the other arguments). Rows past offsets[E] are
+/// ignored; if offsets[E] exceeds `rows`, only the first `rows` rows are computed. A count larger
+/// than its aligned segment is clamped to the segment. Requires num_groups * n < 2^31.
 void grouped_gemm_fp8_contiguous(const GroupedGemmFp8Args& args, int64_t rows, const int32_t* offsets,
                                  const int32_t* counts, cudaStream_t stream);
 
-/// Masked grouped GEMM: A [E, max_m, K] (row e*max_m + i), D [E, max_m, N]; counts[e] ≤ max_m
-/// valid rows per group (larger values are clamped to max_m).
+/// Masked grouped GEMM: A [E, max_m, K] (row e*max_m + i, stride lda), D [E, max_m, N] (row
+/// stride ldd); counts[e] valid rows per group, clamped to [0, max_m] (negative counts as 0).
+/// Requires num_groups * n < 2^31 and num_groups * max_m < 2^31.
 void grouped_gemm_fp8_masked(const GroupedGemmFp8Args& args, int64_t max_m, const int32_t* counts,
                              cudaStream_t stream);
 

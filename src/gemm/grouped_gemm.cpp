@@ -22,7 +22,7 @@ void validate_grouped(const char* fn, const GroupedGemmFp8Args& a, int64_t rows)
   MOEKIT_REQUIRE(a.num_groups * a.n < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn,
                  ": num_groups * n must be < 2^31");
   MOEKIT_REQUIRE(rows < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn, ": ", rows, " rows must be < 2^31");
-  validate_operands(fn, a.k, a.n, a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd);
+  if (rows > 0) validate_operands(fn, a.k, a.n, a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd);
 }
 
 // Grouped configurations never pair CTAs (a cluster's two tiles would need the same group).
@@ -94,8 +94,8 @@ void grouped_gemm_fp8_contiguous(const GroupedGemmFp8Args& a, int64_t rows, cons
   constexpr const char* fn = "moekit::grouped_gemm_fp8_contiguous";
   MOEKIT_REQUIRE(rows >= 0 && rows % kGroupAlign == 0, ErrorCode::kInvalidArgument, fn, ": rows = ", rows,
                  " must be a non-negative multiple of ", kGroupAlign);
-  if (rows == 0) return;
   detail::validate_grouped(fn, a, rows);
+  if (rows == 0) return;
   MOEKIT_REQUIRE(offsets && counts, ErrorCode::kInvalidArgument, fn, ": offsets and counts are required");
   detail::require_sm90(fn);
   const GemmConfig c = detail::contiguous_config(rows, a.num_groups, a.n, a.k);

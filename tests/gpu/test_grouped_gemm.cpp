@@ -1,0 +1,680 @@
+// GPU correctness of the grouped FP8 block-scaled GEMMs (include/moekit/grouped_gemm.h, SPEC §4)
+// against the float64 host reference, in the style of test_gemm.cpp:
+//
+//  * random FP8 operands (every row of A, padding rows included) and scales in [0.25, 2);
+//  * D poisoned with 0xFF bytes (bf16 NaN) before every run;
+//  * a random sample of each expert's valid rows (always its first and last) checked against
+//    moekit::gemm_reference with that expert's B and scales: relative L2 ≤ 2e-3 overall, and a
+//    looser per-expert bound that catches a tile computed with the wrong expert;
+//  * EVERY valid row fully written (no NaN in [0, n)), EVERY other row (contiguous padding, rows
+//    past offsets[E], masked rows at or past counts[e]) and every column in [n, ldd) still poison.
+//
+// Also: contiguous_offsets_device against the host contiguous_offsets, CUDA-graph capture with
+// replays that follow new device counts, and argument validation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+#include <cuda_runtime_api.h>
+
+#include "moekit/moekit.h"
+#include "runtime/device_buffer.h"
+#include "runtime/random.h"
+
+using moekit::detail::DeviceBuffer;
+
+namespace {
+
+using Counts = std::vector<int32_t>;
+
+constexpr double kMaxRelL2 = 2e-3;        // SPEC §2, over all sampled rows of a run
+constexpr double kMaxExpertRelL2 = 1e-2;  // per expert: a wrong expert's B or scales gives O(1)
+constexpr int kRowsPerExpert = 8;         // sampled valid rows per expert (first and last included)
+constexpr int kMaxSampledRows = 400;      // total, unless the first/last rows alone need more
+
+class Stream {
+ public:
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() {
+    if (s_) cudaStreamDestroy(s_);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  operator cudaStream_t() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// Waits for the stream with a deadline, so a kernel that never finishes (e.g. a scheduler that
+// spins on a group with no tiles) fails the test instead of hanging the whole executable. A hung
+// kernel cannot be recovered: report and exit.
+void finish(cudaStream_t s, const std::string& what, double seconds = 120.0) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(s);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) {
+      ADD_FAILURE() << what << ": " << cudaGetErrorName(e) << ": " << cudaGetErrorString(e);
+      return;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "FATAL: %s did not finish within %.0f s (hang); aborting the GPU tests\n", what.c_str(),
+                   seconds);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+int64_t total_of(const Counts& c) { return std::accumulate(c.begin(), c.end(), int64_t(0)); }
+
+std::string counts_summary(const Counts& c) {
+  int64_t empty = 0, mx = 0;
+  for (int32_t v : c) {
+    empty += v == 0;
+    mx = std::max<int64_t>(mx, v);
+  }
+  return "E=" + std::to_string(c.size()) + " total=" + std::to_string(total_of(c)) + " max=" + std::to_string(mx) +
+         " empty=" + std::to_string(empty);
+}
+
+// ----------------------------------------------------------------------------------------------
+// Count-vector generators
+// ----------------------------------------------------------------------------------------------
+
+// `total` rows over `experts` experts, heavily skewed (geometric over a random permutation of the
+// experts), so a few experts hold most rows and several stay empty.
+Counts skewed_counts(int64_t experts, int64_t total, double p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::geometric_distribution<int64_t> geo(p);
+  std::vector<int32_t> perm(static_cast<size_t>(experts));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  Counts c(size_t(experts), 0);
+  for (int64_t i = 0; i < total; ++i) ++c[size_t(perm[size_t(std::min<int64_t>(geo(rng), experts - 1))])];
+  return c;
+}
+
+Counts uniform_counts(int64_t experts, int32_t lo, int32_t hi, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> u(lo, hi);
+  Counts c(static_cast<size_t>(experts));
+  for (auto& v : c) v = u(rng);
+  return c;
+}
+
+// ----------------------------------------------------------------------------------------------
+// One grouped problem on the device
+// ----------------------------------------------------------------------------------------------
+
+struct Problem {
+  std::string name;
+  bool masked = false;
+  Counts counts;                      // E entries; the layout's counts (masked: may exceed max_m)
+  int64_t n = 0, k = 0;
+  int64_t max_m = 0;                  // masked only
+  int64_t rows = 0;                   // contiguous only; 0: contiguous_rows_upper_bound(total, E)
+  int64_t lda = 0, ldb = 0, ldd = 0;  // 0: packed
+};
+
+struct Check {
+  double rel_l2 = std::numeric_limits<double>::quiet_NaN();  // over all sampled rows
+  double worst_expert_l2 = 0.0;
+  int64_t worst_expert = -1;
+  int64_t valid_rows = 0;
+  int64_t rows_checked = 0;
+  int64_t unwritten = 0;          // NaN (poison) left in [0, n) of a valid row
+  int64_t clobbered_rows = 0;     // elements of rows that must not be written which changed
+  int64_t clobbered_cols = 0;     // elements of columns [n, ldd) of valid rows which changed
+  int64_t first_clobbered_row = -1;
+};
+
+class GroupedData {
+ public:
+  GroupedData(const Problem& p, uint64_t seed, cudaStream_t stream) : p_(p) {
+    E_ = int64_t(p.counts.size());
+    if (!p_.lda) p_.lda = p_.k;
+    if (!p_.ldb) p_.ldb = p_.k;
+    if (!p_.ldd) p_.ldd = p_.n;
+    kb_ = moekit::ceil_div(p_.k, moekit::kQuantBlock);
+    nb_ = moekit::ceil_div(p_.n, moekit::kQuantBlock);
+    if (p_.masked) {
+      rows_ = E_ * p_.max_m;
+    } else {
+      rows_ = p_.rows ? p_.rows : moekit::contiguous_rows_upper_bound(total_of(p_.counts), E_);
+    }
+    a_ = DeviceBuffer(size_t(std::max<int64_t>(rows_ * p_.lda, 16)));
+    sa_ = DeviceBuffer(size_t(std::max<int64_t>(moekit::sfa_physical_size(rows_, p_.k), 4)) * sizeof(float));
+    b_ = DeviceBuffer(size_t(E_ * p_.n * p_.ldb));
+    sb_ = DeviceBuffer(size_t(E_ * nb_ * kb_) * sizeof(float));
+    d_ = DeviceBuffer(size_t(std::max<int64_t>(rows_ * p_.ldd, 8)) * 2);
+    counts_ = DeviceBuffer(size_t(std::max<int64_t>(E_, 1)) * sizeof(int32_t));
+    offsets_ = DeviceBuffer(size_t(E_ + 1) * sizeof(int32_t));
+    moekit::detail::fill_random_e4m3(a_.get(), rows_ * p_.lda, seed * 8 + 1, stream);
+    moekit::detail::fill_random_e4m3(b_.get(), E_ * p_.n * p_.ldb, seed * 8 + 2, stream);
+    moekit::detail::fill_random_f32(sa_.as<float>(), moekit::sfa_physical_size(rows_, p_.k), 0.25f, 2.0f,
+                                    seed * 8 + 3, stream);
+    moekit::detail::fill_random_f32(sb_.as<float>(), E_ * nb_ * kb_, 0.25f, 2.0f, seed * 8 + 4, stream);
+    set_counts(p_.counts, stream);
+    poison(stream);
+  }
+
+  int64_t rows() const { return rows_; }
+  int64_t num_groups() const { return E_; }
+  int32_t* counts_device() const { return counts_.as<int32_t>(); }
+  int32_t* offsets_device() const { return offsets_.as<int32_t>(); }
+
+  // Writes `counts` (and, for the contiguous layout, the host offsets) into the device buffers on
+  // `stream`. The host vectors are kept until the next call, as the copies are asynchronous.
+  void set_counts(const Counts& counts, cudaStream_t stream) {
+    host_counts_ = counts;
+    ASSERT_EQ(host_counts_.size(), size_t(E_));
+    if (E_ > 0) {
+      ASSERT_EQ(cudaMemcpyAsync(counts_.get(), host_counts_.data(), size_t(E_) * 4, cudaMemcpyHostToDevice, stream),
+                cudaSuccess);
+    }
+    if (!p_.masked) {
+      host_offsets_ = moekit::contiguous_offsets(host_counts_);
+      ASSERT_LE(host_offsets_.back(), rows_) << "the allocation is too small for these counts";
+      ASSERT_EQ(cudaMemcpyAsync(offsets_.get(), host_offsets_.data(), size_t(E_ + 1) * 4, cudaMemcpyHostToDevice,
+                                stream),
+                cudaSuccess);
+    }
+  }
+
+  void poison(cudaStream_t stream) { ASSERT_EQ(cudaMemsetAsync(d_.get(), 0xFF, d_.bytes(), stream), cudaSuccess); }
+
+  moekit::GroupedGemmFp8Args args() const {
+    moekit::GroupedGemmFp8Args a;
+    a.num_groups = E_;
+    a.n = p_.n;
+    a.k = p_.k;
+    a.a = a_.get();
+    a.lda = p_.lda;
+    a.sa = sa_.as<float>();
+    a.b = b_.get();
+    a.ldb = p_.ldb;
+    a.sb = sb_.as<float>();
+    a.d = d_.get();
+    a.ldd = p_.ldd;
+    return a;
+  }
+
+  // Enqueues the GEMM with the device offsets / counts (whatever they hold at run time).
+  void run(cudaStream_t stream) const {
+    if (p_.masked) moekit::grouped_gemm_fp8_masked(args(), p_.max_m, counts_device(), stream);
+    else moekit::grouped_gemm_fp8_contiguous(args(), rows_, offsets_device(), counts_device(), stream);
+  }
+
+  // Checks D (already finished) against `counts`: see the file comment.
+  Check check(const Counts& counts, uint64_t seed) const {
+    Check r;
+    std::vector<int64_t> start(static_cast<size_t>(E_)), valid(static_cast<size_t>(E_));
+    if (p_.masked) {
+      for (int64_t e = 0; e < E_; ++e) {
+        start[size_t(e)] = e * p_.max_m;
+        valid[size_t(e)] = std::clamp<int64_t>(counts[size_t(e)], 0, p_.max_m);
+      }
+    } else {
+      const auto off = moekit::contiguous_offsets(counts);
+      for (int64_t e = 0; e < E_; ++e) {
+        start[size_t(e)] = off[size_t(e)];
+        valid[size_t(e)] = counts[size_t(e)];
+      }
+    }
+
+    // 1. Poison: every valid row written in [0, n); everything else untouched.
+    const auto out = d_.download<uint16_t>(size_t(rows_ * p_.ldd));
+    std::vector<uint8_t> is_valid(size_t(rows_), 0);
+    for (int64_t e = 0; e < E_; ++e)
+      for (int64_t i = 0; i < valid[size_t(e)]; ++i) is_valid[size_t(start[size_t(e)] + i)] = 1;
+    for (int64_t row = 0; row < rows_; ++row) {
+      const uint16_t* o = out.data() + row * p_.ldd;
+      if (is_valid[size_t(row)]) {
+        ++r.valid_rows;
+        for (int64_t j = 0; j < p_.n; ++j) r.unwritten += std::isnan(moekit::bf16_to_float(o[j])) ? 1 : 0;
+        for (int64_t j = p_.n; j < p_.ldd; ++j) r.clobbered_cols += o[j] != 0xFFFF;
+      } else {
+        int64_t bad = 0;
+        for (int64_t j = 0; j < p_.ldd; ++j) bad += o[j] != 0xFFFF;
+        if (bad && r.first_clobbered_row < 0) r.first_clobbered_row = row;
+        r.clobbered_rows += bad;
+      }
+    }
+
+    // 2. Reference on sampled rows: first and last valid row of every expert, then random
+    //    interior rows up to kRowsPerExpert per expert and kMaxSampledRows in total.
+    int64_t nonempty = 0;
+    for (int64_t e = 0; e < E_; ++e) nonempty += valid[size_t(e)] > 0;
+    if (nonempty == 0) return r;
+    const int64_t extra = std::clamp<int64_t>((kMaxSampledRows - 2 * nonempty) / nonempty, 0, kRowsPerExpert - 2);
+    std::mt19937_64 rng(seed);
+    const int64_t sld = moekit::sfa_ld(rows_);
+    const auto sa_phys = sa_.download<float>(size_t(moekit::sfa_physical_size(rows_, p_.k)));
+    std::vector<float> got_all;
+    std::vector<double> ref_all;
+    for (int64_t e = 0; e < E_; ++e) {
+      const int64_t v = valid[size_t(e)], s0 = start[size_t(e)];
+      if (v == 0) continue;
+      std::set<int64_t> pick = {s0, s0 + v - 1};
+      if (v - 2 <= extra) {
+        for (int64_t i = 1; i + 1 < v; ++i) pick.insert(s0 + i);
+      } else {
+        while (int64_t(pick.size()) < 2 + extra) pick.insert(s0 + 1 + int64_t(rng() % uint64_t(v - 2)));
+      }
+      const std::vector<int64_t> sel(pick.begin(), pick.end());
+      const int64_t rs = int64_t(sel.size());
+      std::vector<uint8_t> a_rows(size_t(rs * p_.k));
+      std::vector<float> sa_rows(size_t(rs * kb_));
+      for (int64_t i = 0; i < rs; ++i) {
+        EXPECT_EQ(cudaMemcpy(a_rows.data() + i * p_.k, a_.as<uint8_t>() + sel[size_t(i)] * p_.lda, size_t(p_.k),
+                             cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        for (int64_t j = 0; j < kb_; ++j) sa_rows[size_t(i * kb_ + j)] = sa_phys[size_t(j * sld + sel[size_t(i)])];
+      }
+      std::vector<uint8_t> hb(size_t(p_.n * p_.ldb));
+      std::vector<float> hsb(size_t(nb_ * kb_));
+      EXPECT_EQ(cudaMemcpy(hb.data(), b_.as<uint8_t>() + e * p_.n * p_.ldb, hb.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(hsb.data(), sb_.as<float>() + e * nb_ * kb_, hsb.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      std::vector<double> ref(size_t(rs * p_.n));
+      moekit::gemm_reference(a_rows.data(), p_.k, sa_rows.data(), hb.data(), p_.ldb, hsb.data(), rs, p_.n, p_.k,
+                             ref.data());
+      std::vector<float> got(size_t(rs * p_.n));
+      for (int64_t i = 0; i < rs; ++i)
+        for (int64_t j = 0; j < p_.n; ++j)
+          got[size_t(i * p_.n + j)] = moekit::bf16_to_float(out[size_t(sel[size_t(i)] * p_.ldd + j)]);
+      const double l2 = moekit::relative_l2_error(got.data(), ref.data(), got.size());
+      if (!std::isnan(r.worst_expert_l2) && !(l2 <= r.worst_expert_l2)) {  // a NaN sticks
+        r.worst_expert_l2 = l2;
+        r.worst_expert = e;
+      }
+      got_all.insert(got_all.end(), got.begin(), got.end());
+      ref_all.insert(ref_all.end(), ref.begin(), ref.end());
+      r.rows_checked += rs;
+    }
+    r.rel_l2 = moekit::relative_l2_error(got_all.data(), ref_all.data(), got_all.size());
+    return r;
+  }
+
+ private:
+  Problem p_;
+  int64_t E_ = 0, rows_ = 0, kb_ = 0, nb_ = 0;
+  DeviceBuffer a_, sa_, b_, sb_, d_, counts_, offsets_;
+  Counts host_counts_;
+  std::vector<int32_t> host_offsets_;
+};
+
+std::string describe(const Problem& p, const Counts& counts) {
+  std::string s = p.name + (p.masked ? " masked" : " contiguous") + " n=" + std::to_string(p.n) +
+                  " k=" + std::to_string(p.k);
+  if (p.masked) s += " max_m=" + std::to_string(p.max_m);
+  if (p.lda || p.ldb || p.ldd)
+    s += " ld(" + std::to_string(p.lda) + "," + std::to_string(p.ldb) + "," + std::to_string(p.ldd) + ")";
+  return s + " " + counts_summary(counts);
+}
+
+void expect_good(const Check& r, const std::string& what) {
+  EXPECT_EQ(r.unwritten, 0) << what << ": NaN left in valid rows";
+  EXPECT_EQ(r.clobbered_rows, 0) << what << ": padding / masked rows written, first at row " << r.first_clobbered_row;
+  EXPECT_EQ(r.clobbered_cols, 0) << what << ": columns [n, ldd) written";
+  if (r.valid_rows > 0) {
+    EXPECT_GT(r.rows_checked, 0) << what;
+    EXPECT_LE(r.rel_l2, kMaxRelL2) << what << " (" << r.rows_checked << " rows checked)";  // fails on NaN
+    EXPECT_LE(r.worst_expert_l2, kMaxExpertRelL2) << what << ": expert " << r.worst_expert;
+  }
+}
+
+// Builds, runs and checks one problem with its own counts.
+void run_problem(const Problem& p, uint64_t seed) {
+  const std::string what = describe(p, p.counts);
+  SCOPED_TRACE(what);
+  Stream s;
+  GroupedData g(p, seed, s);
+  g.run(s);
+  finish(s, what);
+  expect_good(g.check(p.counts, seed), what);
+}
+
+// ----------------------------------------------------------------------------------------------
+// Contiguous layouts
+// ----------------------------------------------------------------------------------------------
+
+struct Layout {
+  std::string name;
+  Counts counts;
+};
+
+std::vector<Layout> contiguous_layouts() {
+  std::vector<Layout> v;
+  v.push_back({"skewed", skewed_counts(32, 1500, 0.3, 11)});
+  v.push_back({"some_empty", {0, 300, 0, 0, 129, 128, 0, 1}});
+  v.push_back({"single_row", {0, 0, 1, 0, 0, 0}});
+  {
+    Counts c(64, 0);
+    c[37] = 777;
+    v.push_back({"all_to_one", c});
+  }
+  v.push_back({"e1", {1000}});
+  v.push_back({"e1_one_row", {1}});
+  v.push_back({"e384_small", uniform_counts(384, 0, 3, 12)});
+  v.push_back({"thousands", {4000, 2500, 0, 1300, 3, 7000}});
+  v.push_back({"one_32768", {0, 32768, 17}});
+  v.push_back({"all_empty", Counts(8, 0)});
+  // Random layouts: random E, each expert with its own random maximum.
+  std::mt19937_64 rng(13);
+  for (int i = 0; i < 3; ++i) {
+    const int64_t e = 1 + int64_t(rng() % 40);
+    Counts c(static_cast<size_t>(e));
+    for (auto& x : c) {
+      const int32_t mx = int32_t(rng() % 4 == 0 ? 0 : rng() % 600);
+      x = mx ? int32_t(rng() % uint64_t(mx + 1)) : 0;
+    }
+    v.push_back({"random" + std::to_string(i), c});
+  }
+  return v;
+}
+
+struct Shape {
+  int64_t n, k;
+  bool strided;  // lda = k + 32, ldb = k + 16, ldd = n + 24
+};
+
+// Keeps device memory and the host reference bounded: B of every expert stays under 1 GiB, and the
+// widest shape only runs with small totals.
+bool shape_fits(const Shape& s, const Counts& c) {
+  const int64_t e = int64_t(c.size()), total = total_of(c);
+  if (e * s.n * s.k > (int64_t(1) << 30)) return false;
+  if (s.n * s.k >= 4096 * 7168 && total > 2048) return false;
+  if (s.n * s.k >= 2880 * 2880 && total > 20000) return false;
+  return true;
+}
+
+const Shape kShapes[] = {{4096, 7168, false}, {256, 512, false}, {2880, 2880, false}, {200, 384, true}};
+
+Problem make_problem(const std::string& name, bool masked, const Counts& c, const Shape& s, int64_t max_m = 0) {
+  Problem p;
+  p.name = name;
+  p.masked = masked;
+  p.counts = c;
+  p.n = s.n;
+  p.k = s.k;
+  p.max_m = max_m;
+  if (s.strided) {
+    p.lda = s.k + 32;
+    p.ldb = s.k + 16;
+    p.ldd = s.n + 24;
+  }
+  return p;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------------------------
+// contiguous_offsets_device
+// ----------------------------------------------------------------------------------------------
+
+TEST(GroupedGemmContiguous, DeviceOffsetsMatchHost) {
+  Stream s;
+  std::mt19937_64 rng(3);
+  for (int64_t e : {1, 7, 256, 384, 1000}) {
+    std::vector<Counts> cases = {Counts(size_t(e), 0), Counts(size_t(e), 128), Counts(size_t(e), 129),
+                                 uniform_counts(e, 0, 300, rng()), uniform_counts(e, 0, 3, rng()),
+                                 skewed_counts(e, 20000, 0.1, rng())};
+    {
+      Counts c(size_t(e), 0);
+      c[size_t(rng() % uint64_t(e))] = 32768;
+      cases.push_back(c);
+    }
+    for (const Counts& c : cases) {
+      SCOPED_TRACE(counts_summary(c));
+      DeviceBuffer counts(size_t(e) * 4), offsets(size_t(e + 2) * 4);
+      counts.upload(c);
+      offsets.fill_bytes(0x5A);  // a sentinel past entry E must survive
+      moekit::contiguous_offsets_device(counts.as<int32_t>(), e, offsets.as<int32_t>(), s);
+      finish(s, "contiguous_offsets_device");
+      auto got = offsets.download<int32_t>(size_t(e + 2));
+      EXPECT_EQ(got[size_t(e + 1)], 0x5A5A5A5A) << "wrote past offsets[E]";
+      got.pop_back();
+      EXPECT_EQ(got, moekit::contiguous_offsets(c));
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Contiguous grouped GEMM
+// ----------------------------------------------------------------------------------------------
+
+TEST(GroupedGemmContiguous, LayoutsAndShapes) {
+  uint64_t seed = 100;
+  int runs = 0;
+  for (const Layout& l : contiguous_layouts())
+    for (const Shape& s : kShapes) {
+      if (!shape_fits(s, l.counts)) continue;
+      run_problem(make_problem(l.name, false, l.counts, s), ++seed);
+      ++runs;
+      if (HasFatalFailure()) return;
+    }
+  EXPECT_GE(runs, 30);
+}
+
+// The allocation may be larger than the upper bound: rows past offsets[E] are ignored.
+TEST(GroupedGemmContiguous, ExtraAllocatedRowsAreIgnored) {
+  Problem p = make_problem("extra_rows", false, {5, 0, 300}, {256, 512, false});
+  p.rows = moekit::contiguous_rows_upper_bound(305, 3) + 4 * moekit::kGroupAlign;
+  run_problem(p, 7);
+}
+
+// Offsets computed on the device, GEMM and offsets captured in one CUDA graph, replayed with three
+// count vectors (same allocation) written into the device counts before each replay.
+TEST(GroupedGemmContiguous, CudaGraphReplayWithDeviceOffsets) {
+  const int64_t E = 16, total_max = 900, n = 256, k = 512;
+  Problem p = make_problem("graph", false, Counts(size_t(E), 0), {n, k, false});
+  p.rows = moekit::contiguous_rows_upper_bound(total_max, E);
+  Stream s;
+  GroupedData g(p, 31, s);
+  finish(s, "setup");
+  moekit::grouped_gemm_fp8_prepare_contiguous(g.rows(), E, n, k);
+
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  moekit::contiguous_offsets_device(g.counts_device(), E, g.offsets_device(), s);
+  g.run(s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  Counts c1 = skewed_counts(E, total_max, 0.3, 5);
+  Counts c2(size_t(E), 0);
+  c2[9] = int32_t(total_max);
+  Counts c3 = uniform_counts(E, 0, 40, 6);
+  for (const Counts& c : {c1, c2, c3}) {
+    ASSERT_LE(total_of(c), total_max);
+    const std::string what = "replay " + counts_summary(c);
+    // Only the counts go in: the offsets must come from the captured device kernel.
+    const Counts c_copy = c;
+    ASSERT_EQ(cudaMemcpyAsync(g.counts_device(), c_copy.data(), size_t(E) * 4, cudaMemcpyHostToDevice, s),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(g.offsets_device(), 0xFF, size_t(E + 1) * 4, s), cudaSuccess);
+    g.poison(s);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    finish(s, what);
+    std::vector<int32_t> dev_off(size_t(E + 1));
+    ASSERT_EQ(cudaMemcpy(dev_off.data(), g.offsets_device(), dev_off.size() * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(dev_off, moekit::contiguous_offsets(c)) << what;
+    expect_good(g.check(c, 77), what);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+// ----------------------------------------------------------------------------------------------
+// Masked grouped GEMM
+// ----------------------------------------------------------------------------------------------
+
+TEST(GroupedGemmMasked, RandomCounts) {
+  uint64_t seed = 2000;
+  for (int64_t e : {1, 4, 32, 256})
+    for (int64_t max_m : {1, 7, 64, 100, 256}) {
+      const Counts c = uniform_counts(e, 0, int32_t(max_m), seed);
+      run_problem(make_problem("random", true, c, {256, 512, false}, max_m), ++seed);
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST(GroupedGemmMasked, FullCountsStrided) {
+  uint64_t seed = 3000;
+  for (int64_t e : {1, 4, 32, 256})
+    for (int64_t max_m : {1, 7, 64, 100, 256}) {
+      const Counts c(static_cast<size_t>(e), static_cast<int32_t>(max_m));
+      run_problem(make_problem("full", true, c, {200, 384, true}, max_m), ++seed);
+      if (HasFatalFailure()) return;
+    }
+}
+
+// Every count zero: the call returns (no hang) and writes nothing.
+TEST(GroupedGemmMasked, AllZeroCountsWriteNothing) {
+  uint64_t seed = 4000;
+  for (int64_t e : {1, 4, 32, 256})
+    for (int64_t max_m : {1, 7, 64, 100, 256}) {
+      run_problem(make_problem("zeros", true, Counts(size_t(e), 0), {256, 512, false}, max_m), ++seed);
+      if (HasFatalFailure()) return;
+    }
+}
+
+// The shapes and tails on the masked layout.
+TEST(GroupedGemmMasked, LargeShapes) {
+  run_problem(make_problem("gemm1", true, uniform_counts(4, 0, 64, 1), {4096, 7168, false}, 64), 4101);
+  run_problem(make_problem("gemm1_small", true, {7, 0}, {4096, 7168, false}, 7), 4102);
+  run_problem(make_problem("gemm2", true, uniform_counts(8, 1, 100, 2), {7168, 2048, false}, 100), 4103);
+  run_problem(make_problem("gptoss", true, uniform_counts(4, 0, 100, 3), {2880, 2880, false}, 100), 4104);
+  run_problem(make_problem("gptoss_strided", true, uniform_counts(3, 50, 130, 4), {2880, 2880, true}, 130), 4105);
+}
+
+// Documented: counts above max_m are clamped to max_m.
+TEST(GroupedGemmMasked, CountsAboveMaxMAreClamped) {
+  run_problem(make_problem("clamp", true, {9, 7, 100000, 0}, {256, 512, false}, 7), 4201);
+}
+
+// Captured once, replayed with three count vectors written into the same device buffer.
+TEST(GroupedGemmMasked, CudaGraphReplayFollowsDeviceCounts) {
+  const int64_t E = 8, max_m = 64, n = 256, k = 512;
+  Problem p = make_problem("graph", true, Counts(size_t(E), 0), {n, k, false}, max_m);
+  Stream s;
+  GroupedData g(p, 41, s);
+  finish(s, "setup");
+  moekit::grouped_gemm_fp8_prepare_masked(max_m, E, n, k);
+
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  g.run(s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  const std::vector<Counts> replays = {uniform_counts(E, 0, int32_t(max_m), 8), Counts(size_t(E), int32_t(max_m)),
+                                       Counts{0, 1, 63, 0, 17, 64, 2, 0}};
+  for (const Counts& c : replays) {
+    const std::string what = "replay " + counts_summary(c);
+    g.set_counts(c, s);  // cudaMemcpyAsync into the captured counts buffer
+    g.poison(s);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    finish(s, what);
+    expect_good(g.check(c, 99), what);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+// ----------------------------------------------------------------------------------------------
+// Argument validation
+// ----------------------------------------------------------------------------------------------
+
+namespace {
+
+template <typename F>
+void expect_invalid(F&& f, const char* what) {
+  try {
+    f();
+    ADD_FAILURE() << "no error for " << what;
+  } catch (const moekit::Error& e) {
+    EXPECT_EQ(e.code(), moekit::ErrorCode::kInvalidArgument) << what << ": " << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(GroupedGemmContiguous, ValidatesArguments) {
+  Stream s;
+  Problem p = make_problem("validate", false, {3, 100}, {64, 128, false});
+  GroupedData g(p, 5, s);
+  finish(s, "setup");
+  const auto good = g.args();
+  const int64_t rows = g.rows();
+  int32_t* off = g.offsets_device();
+  int32_t* cnt = g.counts_device();
+  EXPECT_NO_THROW(moekit::grouped_gemm_fp8_contiguous(good, rows, off, cnt, s));
+  finish(s, "valid call");
+  auto call = [&](const moekit::GroupedGemmFp8Args& a, int64_t r, const int32_t* o, const int32_t* c) {
+    moekit::grouped_gemm_fp8_contiguous(a, r, o, c, s);
+  };
+  auto x = good; x.num_groups = 0;    expect_invalid([&] { call(x, rows, off, cnt); }, "num_groups 0");
+  x = good; x.num_groups = -2;        expect_invalid([&] { call(x, rows, off, cnt); }, "num_groups < 0");
+  x = good; x.n = 60;                 expect_invalid([&] { call(x, rows, off, cnt); }, "n % 8");
+  x = good; x.n = 0;                  expect_invalid([&] { call(x, rows, off, cnt); }, "n 0");
+  x = good; x.k = 100;                expect_invalid([&] { call(x, rows, off, cnt); }, "k % 16");
+  x = good; x.k = 0;                  expect_invalid([&] { call(x, rows, off, cnt); }, "k 0");
+  x = good; x.a = nullptr;            expect_invalid([&] { call(x, rows, off, cnt); }, "null a");
+  x = good; x.sa = nullptr;           expect_invalid([&] { call(x, rows, off, cnt); }, "null sa");
+  x = good; x.b = nullptr;            expect_invalid([&] { call(x, rows, off, cnt); }, "null b");
+  x = good; x.sb = nullptr;           expect_invalid([&] { call(x, rows, off, cnt); }, "null sb");
+  x = good; x.d = nullptr;            expect_invalid([&] { call(x, rows, off, cnt); }, "null d");
+  expect_invalid([&] { call(good, rows, nullptr, cnt); }, "null offsets");
+  expect_invalid([&] { call(good, rows, off, nullptr); }, "null counts");
+  expect_invalid([&] { call(good, 200, off, cnt); }, "rows % 128");
+  expect_invalid([&] { call(good, 100, off, cnt); }, "rows % 128 (< 128)");
+  finish(s, "after validation");
+}
+
+TEST(GroupedGemmMasked, ValidatesArguments) {
+  Stream s;
+  Problem p = make_problem("validate", true, {3, 7}, {64, 128, false}, 16);
+  GroupedData g(p, 6, s);
+  finish(s, "setup");
+  const auto good = g.args();
+  int32_t* cnt = g.counts_device();
+  EXPECT_NO_THROW(moekit::grouped_gemm_fp8_masked(good, 16, cnt, s));
+  finish(s, "valid call");
+  auto call = [&](moekit::GroupedGemmFp8Args a, int64_t max_m = 16, bool keep_c = true) {
+    moekit::grouped_gemm_fp8_masked(a, max_m, keep_c ? cnt : nullptr, s);
+  };
+  auto x = good; x.num_groups = 0;    expect_invalid([&] { call(x); }, "num_groups 0");
+  x = good; x.num_groups = -1;        expect_invalid([&] { call(x); }, "num_groups < 0");
+  x = good; x.n = 60;                 expect_invalid([&] { call(x); }, "n % 8");
+  x = good; x.k = 100;                expect_invalid([&] { call(x); }, "k % 16");
+  x = good; x.a = nullptr;            expect_invalid([&] { call(x); }, "null a");
+  x = good; x.sa = nullptr;           expect_invalid([&] { call(x); }, "null sa");
+  x = good; x.b = nullptr;            expect_invalid([&] { call(x); }, "null b");
+  x = good; x.sb = nullptr;           expect_invalid([&] { call(x); }, "null sb");
+  x = good; x.d = nullptr;            expect_invalid([&] { call(x); }, "null d");
+  expect_invalid([&] { call(good, 16, false); }, "null counts");
+  expect_invalid([&] { call(good, 0); }, "max_m 0");
+  expect_invalid([&] { call(good, -5); }, "max_m < 0");
+  finish(s, "after validation");
+}
