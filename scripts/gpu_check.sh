@@ -14,18 +14,19 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temper
 $B/moekit info
 summary=()
 if has tests; then
-  timeout 240 $B/moekit_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|error" | head -60
+  timeout 300 $B/moekit_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|error" | head -60
   summary+=("gpu tests: $(grep -E '^\[  PASSED|^\[  FAILED' "$OUT/gpu_tests.log" | head -2 | tr '\n' ' ')")
 fi
 if has bench; then
   timeout 200 $B/moekit bench gemm 2>&1 | tee "$OUT/bench_gemm.txt"
   timeout 60 $B/moekit bench quant 2>&1 | tee "$OUT/bench_quant.txt"
+  timeout 240 $B/moekit bench grouped 2>&1 | tee "$OUT/bench_grouped.txt"
 fi
 if has sanitize; then
-  F=${MEMCHECK_FILTER:-'GemmFp8.EveryTileShape:GemmFp8.CudaGraphReplay:ActQuant.SpecialValues:WeightQuant.*'}
+  F=${MEMCHECK_FILTER:-'GemmFp8.EveryTileShape:GemmFp8.CudaGraphReplay:ActQuant.SpecialValues:WeightQuant.*:GroupedGemmMasked.CudaGraphReplayFollowsDeviceCounts:GroupedGemmContiguous.CudaGraphReplayWithDeviceOffsets'}
   timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool memcheck $B/moekit_gpu_tests --gtest_filter="$F" > "$OUT/memcheck.log" 2>&1
   summary+=("memcheck ($F): $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')")
-  R=${RACECHECK_FILTER:-'GemmFp8.CudaGraphReplay:ActQuant.SpecialValues'}
+  R=${RACECHECK_FILTER:-'GemmFp8.CudaGraphReplay:ActQuant.SpecialValues:GroupedGemmMasked.CudaGraphReplayFollowsDeviceCounts'}
   timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool racecheck $B/moekit_gpu_tests --gtest_filter="$R" > "$OUT/racecheck.log" 2>&1
   summary+=("racecheck ($R): $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED' "$OUT/racecheck.log" | tail -2 | tr '\n' ' ')")
 fi
