@@ -66,6 +66,8 @@ struct Bf16TmaEpilogue {
         ptx::ld_shared_v4(smem_d + staging_offset(r, c), v);
         ptx::st_global_v4(static_cast<ptx::u16*>(p.d) + (static_cast<ptx::u64>(t.m0 + r) * p.ldd + col), v);
       }
+      // The loop above diverges; the next tile's wgmma (.sync.aligned) needs a converged warp.
+      __syncwarp();
       return;
     }
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) {

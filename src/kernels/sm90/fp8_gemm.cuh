@@ -119,6 +119,7 @@ struct Fp8GemmMath {
     const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB);
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[i]);
+    __syncwarp();  // wgmma is .sync.aligned: every lane must arrive converged
     ptx::wgmma_fence();
 #pragma unroll
     for (u32 k = 0; k < kGemmBlockK / 32; ++k) Mma::mma(desc_a + 2 * k, desc_b + 2 * k, acc, k);
