@@ -111,7 +111,7 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   const CUtensorMap tma_b = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, op.k, op.b_rows, op.ldb, 128,
                                         c.block_n / c.multicast, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, op.sa, op.rows, num_kb,
-                                          sfa_ld(op.rows), c.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+                                          sfa_ld(op.rows), sm90::gemm_sfa_box(c.block_m), 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   const CUtensorMap tma_d = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, op.d, op.n, op.rows, op.ldd,
                                         d_swizzle / 2, c.block_m, swizzle_for_bytes(d_swizzle));
   params.m = static_cast<unsigned>(op.rows);

@@ -35,6 +35,7 @@ struct Fp8GemmTraits {
   static constexpr u32 kSmemA = gemm_smem_a_bytes(kBlockM);
   static constexpr u32 kSmemB = gemm_smem_b_bytes(kBlockN);
   static constexpr u32 kSmemSfa = gemm_smem_sfa_bytes(kBlockM);
+  static constexpr u32 kSfaBox = gemm_sfa_box(kBlockM);  // floats per A-scale stage
   static constexpr u32 kStageTxBytes = gemm_stage_bytes(kBlockM, kBlockN);
   /// B tiles that never straddle a 128-row scale block need one B scale per K block.
   static constexpr bool kUniformSfb = (128 % kBlockN == 0);
@@ -81,6 +82,7 @@ struct Fp8GemmMath {
   const float* sb_row0 = nullptr;
   const float* sb_row1 = nullptr;
   u32 num_former = 0;  // 8-column chunks that use the first B-scale block
+  u32 sfa_row = 0;     // this thread's first row in the A-scale stage (r0 + m0 % 4)
 
   __device__ __forceinline__ void advance() {
     if (++stage == kStages) {
@@ -99,15 +101,16 @@ struct Fp8GemmMath {
     sb_row1 = sb + blk1 * p.num_kb;
     const u32 n_in_blk = t.n0 % 128;
     num_former = T::kUniformSfb ? kBlockN / 8 : ((128 - n_in_blk) < u32(kBlockN) ? (128 - n_in_blk) : u32(kBlockN)) / 8;
+    sfa_row = r0 + (t.m0 & 3u);
   }
 
   /// Waits for the current stage and reads its scales.
   __device__ __forceinline__ KBlockScales wait_stage(u32 kb) {
     ptx::mbar_wait(s_full + 8 * stage, phase);
-    const float* sfa = sfa_smem + stage * kBlockM;
+    const float* sfa = sfa_smem + stage * T::kSfaBox;
     KBlockScales s;
-    s.sa0 = sfa[r0];
-    s.sa1 = sfa[r0 + 8];
+    s.sa0 = sfa[sfa_row];
+    s.sa1 = sfa[sfa_row + 8];
     s.sb0 = __ldg(sb_row0 + kb);
     s.sb1 = T::kUniformSfb ? s.sb0 : __ldg(sb_row1 + kb);
     return s;
@@ -290,7 +293,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           } else {
             ptx::tma_load_2d(s_b + stage * T::kSmemB, &tma_b, full, int(kb * kGemmBlockK), int(t.b_row0));
           }
-          ptx::tma_load_2d(s_sfa + stage * T::kSmemSfa, &tma_sfa, full, int(t.m0), int(kb));
+          ptx::tma_load_2d(s_sfa + stage * T::kSmemSfa, &tma_sfa, full, int(t.m0 & ~3u), int(kb));
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1u;

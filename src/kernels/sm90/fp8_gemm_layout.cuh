@@ -8,7 +8,7 @@
 //   D staging tile      BLOCK_M x BLOCK_N bf16, as BLOCK_N/atom_cols swizzle atoms
 //   A stages            STAGES x BLOCK_M x 128 FP8 (128-byte swizzle)
 //   B stages            STAGES x BLOCK_N x 128 FP8 (128-byte swizzle)
-//   A-scale stages      STAGES x BLOCK_M FP32
+//   A-scale stages      STAGES x (BLOCK_M + 4) FP32
 //   full / empty        STAGES + STAGES mbarriers
 // (B scales are read from global memory by the math threads, one K block ahead.)
 #pragma once
@@ -34,7 +34,11 @@ constexpr unsigned gemm_d_swizzle_bytes(int bn) {
 constexpr unsigned gemm_smem_d_bytes(int bm, int bn) { return unsigned(bm) * unsigned(bn) * 2u; }
 constexpr unsigned gemm_smem_a_bytes(int bm) { return unsigned(bm) * kGemmBlockK; }
 constexpr unsigned gemm_smem_b_bytes(int bn) { return unsigned(bn) * kGemmBlockK; }
-constexpr unsigned gemm_smem_sfa_bytes(int bm) { return unsigned(bm) * 4u; }
+/// A-scale stage: BLOCK_M + 4 floats, loaded from the 16-byte aligned row m0 & ~3 (grouped tiles
+/// may start at any row; TMA boxes must start 16-byte aligned), read at offset m0 & 3.
+constexpr unsigned kGemmSfaSlack = 4;
+constexpr unsigned gemm_sfa_box(int bm) { return unsigned(bm) + kGemmSfaSlack; }
+constexpr unsigned gemm_smem_sfa_bytes(int bm) { return gemm_sfa_box(bm) * 4u; }
 /// Bytes the TMA delivers per stage (also the mbarrier transaction count).
 constexpr unsigned gemm_stage_bytes(int bm, int bn) {
   return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + gemm_smem_sfa_bytes(bm);
