@@ -36,7 +36,7 @@ struct Fp8GemmTraits {
   static constexpr u32 kSmemB = gemm_smem_b_bytes(kBlockN);
   static constexpr u32 kSmemSfa = gemm_smem_sfa_bytes(kBlockM);
   static constexpr u32 kSfaBox = gemm_sfa_box(kBlockM);  // floats per A-scale stage
-  static constexpr u32 kStageTxBytes = gemm_stage_bytes(kBlockM, kBlockN);
+  static constexpr u32 kStageTxBytes = gemm_stage_tx_bytes(kBlockM, kBlockN);
   /// B tiles that never straddle a 128-row scale block need one B scale per K block.
   static constexpr bool kUniformSfb = (128 % kBlockN == 0);
   static constexpr u32 kProducerRegs = 40;
@@ -49,6 +49,7 @@ struct Fp8GemmTraits {
   static_assert((kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
   static_assert(kSmemD % 1024 == 0 && kSmemA % 1024 == 0 && kSmemB % 1024 == 0,
                 "swizzled tiles must stay 1024-byte aligned");
+  static_assert(kSmemSfa % 128 == 0, "TMA destinations must stay 128-byte aligned");
 };
 
 /// Scales of one K block for this thread's two rows.

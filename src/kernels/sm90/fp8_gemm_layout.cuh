@@ -38,10 +38,16 @@ constexpr unsigned gemm_smem_b_bytes(int bn) { return unsigned(bn) * kGemmBlockK
 /// may start at any row; TMA boxes must start 16-byte aligned), read at offset m0 & 3.
 constexpr unsigned kGemmSfaSlack = 4;
 constexpr unsigned gemm_sfa_box(int bm) { return unsigned(bm) + kGemmSfaSlack; }
-constexpr unsigned gemm_smem_sfa_bytes(int bm) { return gemm_sfa_box(bm) * 4u; }
-/// Bytes the TMA delivers per stage (also the mbarrier transaction count).
+/// Shared memory per A-scale stage: the box, rounded up so every stage (a TMA destination) stays
+/// 128-byte aligned.
+constexpr unsigned gemm_smem_sfa_bytes(int bm) { return (gemm_sfa_box(bm) * 4u + 127u) / 128u * 128u; }
+/// Shared memory of one pipeline stage.
 constexpr unsigned gemm_stage_bytes(int bm, int bn) {
   return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + gemm_smem_sfa_bytes(bm);
+}
+/// Bytes the TMA delivers per stage (the mbarrier transaction count).
+constexpr unsigned gemm_stage_tx_bytes(int bm, int bn) {
+  return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + gemm_sfa_box(bm) * 4u;
 }
 /// Total dynamic shared memory of a configuration (independent of the shape).
 constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages) {
