@@ -35,7 +35,6 @@ struct Fp8GemmTraits {
   static constexpr u32 kSmemA = gemm_smem_a_bytes(kBlockM);
   static constexpr u32 kSmemB = gemm_smem_b_bytes(kBlockN);
   static constexpr u32 kSmemSfa = gemm_smem_sfa_bytes(kBlockM);
-  static constexpr u32 kSfaBox = gemm_sfa_box(kBlockM);  // floats per A-scale stage
   static constexpr u32 kStageTxBytes = gemm_stage_tx_bytes(kBlockM, kBlockN);
   /// B tiles that never straddle a 128-row scale block need one B scale per K block.
   static constexpr bool kUniformSfb = (128 % kBlockN == 0);
@@ -108,7 +107,7 @@ struct Fp8GemmMath {
   /// Waits for the current stage and reads its scales.
   __device__ __forceinline__ KBlockScales wait_stage(u32 kb) {
     ptx::mbar_wait(s_full + 8 * stage, phase);
-    const float* sfa = sfa_smem + stage * T::kSfaBox;
+    const float* sfa = sfa_smem + stage * (T::kSmemSfa / 4);  // stages are padded past the box
     KBlockScales s;
     s.sa0 = sfa[sfa_row];
     s.sa1 = sfa[sfa_row + 8];
