@@ -1,0 +1,45 @@
+// moekit — device-side sort / permute of routed tokens into the contiguous expert layout
+// (SPEC §3–4), and activation permutation with per-token quantization.
+//
+// Everything runs on the device with no host synchronization (graph-capturable). Expanded index
+// i = t * k + j names slot j of token t. Only experts in the expert-parallel slice
+// [local_offset, local_offset + local_count) are kept; local expert e' = id - local_offset.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+namespace moekit {
+
+/// Device buffers moe_sort fills (sizes in elements; rows_bound = moe_sort_rows_bound(T, k, E_local)).
+struct MoeSortBuffers {
+  int32_t* expert_counts = nullptr;         ///< [local_count] valid rows per local expert
+  int32_t* expert_offsets = nullptr;        ///< [local_count + 1] 128-aligned segment starts (contiguous_offsets)
+  int32_t* permuted_to_expanded = nullptr;  ///< [rows_bound] expanded index of each permuted row, -1 for padding
+  int32_t* expanded_to_permuted = nullptr;  ///< [T * k] permuted row of each slot, -1 if the slot is dropped
+  int32_t* invalid_count = nullptr;         ///< [1] number of slots with an id outside [-1, E_total) (set, not added)
+};
+
+/// Upper bound on the permuted rows: contiguous_rows_upper_bound(T * k, local_count).
+int64_t moe_sort_rows_bound(int64_t num_tokens, int top_k, int local_count);
+
+/// Bytes of scratch memory moe_sort needs for these sizes.
+size_t moe_sort_workspace_size(int64_t num_tokens, int top_k, int local_count);
+
+/// Sorts the slots of topk_ids [T, k] by local expert, stably (within an expert, rows are in
+/// increasing expanded index), into the contiguous layout. Slots with id -1, ids outside the local
+/// slice, and invalid ids (< -1 or ≥ num_experts_total; counted in invalid_count) are dropped.
+/// The same expert twice in one token gives two rows. Padding rows get permuted_to_expanded = -1.
+void moe_sort(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts_total, int local_offset,
+              int local_count, const MoeSortBuffers& out, void* workspace, size_t workspace_bytes,
+              cudaStream_t stream);
+
+/// Quantizes each token of x [T, H] bf16 once (1x128 scales, as quantize_act_1x128) and scatters it
+/// to every permuted row that uses it: a_perm [rows_bound, H] FP8 (row stride H) and sa_perm in the
+/// physical A-scale layout over rows_bound rows. Padding rows are zero-filled (scale 1) so the GEMM
+/// reads finite values. xq / sx: scratch [T, H] FP8 and [T, ceil(H/128)] scales (logical layout).
+void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top_k, const int32_t* permuted_to_expanded,
+                      int64_t rows_bound, void* xq, float* sx, void* a_perm, float* sa_perm, bool ue8m0,
+                      cudaStream_t stream);
+
+}  // namespace moekit
