@@ -36,8 +36,9 @@ void moe_sort(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_ex
 
 /// Quantizes each token of x [T, H] bf16 once (1x128 scales, as quantize_act_1x128) and scatters it
 /// to every permuted row that uses it: a_perm [rows_bound, H] FP8 (row stride H) and sa_perm in the
-/// physical A-scale layout over rows_bound rows. Padding rows are zero-filled (scale 1) so the GEMM
-/// reads finite values. xq / sx: scratch [T, H] FP8 and [T, ceil(H/128)] scales (logical layout).
+/// physical A-scale layout over rows_bound rows. Padding rows are not written: the grouped GEMM
+/// computes them but never stores their results, and rows never mix, so their contents are
+/// irrelevant. xq / sx: scratch [T, H] FP8 and [T, ceil(H/128)] scales (logical layout).
 void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top_k, const int32_t* permuted_to_expanded,
                       int64_t rows_bound, void* xq, float* sx, void* a_perm, float* sa_perm, bool ue8m0,
                       cudaStream_t stream);
