@@ -140,16 +140,15 @@ struct Fp8GemmMath {
     }
   }
 
-  /// out += (sa · sb) · acc, with the second B scale for the chunks at or past `former` (the
-  /// tile's scale-block boundary, in 8-column chunks).
-  __device__ __forceinline__ void promote(float (&out)[kAcc], float (&acc)[kAcc], const KBlockScales& s, u32 former) {
+  /// out += (sa · sb) · acc, with the second B scale for chunks past the scale-block boundary.
+  __device__ __forceinline__ void promote(float (&out)[kAcc], float (&acc)[kAcc], const KBlockScales& s) {
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[i]);
     const float s00 = s.sa0 * s.sb0, s10 = s.sa1 * s.sb0;
     const float s01 = s.sa0 * s.sb1, s11 = s.sa1 * s.sb1;
 #pragma unroll
     for (u32 i = 0; i < kBlockN / 8; ++i) {
-      const bool first = T::kUniformSfb || i < former;
+      const bool first = T::kUniformSfb || i < num_former;
       const float lo = first ? s00 : s01;
       const float hi = first ? s10 : s11;
       out[4 * i + 0] += lo * acc[4 * i + 0];
@@ -169,71 +168,48 @@ struct Fp8GemmMath {
     issue(nxt);
     ptx::wgmma_wait<1>();
     release(cur_stage);
-    promote(out, cur, sc, num_former);
+    promote(out, cur, sc);
     sc = next_sc;
   }
 
-  /// Retires the tile's last K block (in `cur`). If the scheduler has another tile, that tile is
-  /// begun and its first K block issued into `spare` first, so the tensor cores work on it while
-  /// this warpgroup promotes and stores the finished tile. Returns whether there is a next tile
-  /// (then `t` is it and `sc` holds its first K block's scales).
-  template <class Scheduler, class Epilogue>
-  __device__ __forceinline__ bool finish_tile(float (&out)[kAcc], float (&cur)[kAcc], float (&spare)[kAcc],
-                                              KBlockScales& sc, Scheduler& sched, Tile& t, u32 s_d,
-                                              const ptx::TmaDescriptor& tma_d) {
-    const u32 cur_stage = stage;
-    const u32 cur_former = num_former;
-    const Tile done = t;
-    advance();
-    // The two outcomes are separate paths to the end (no join with different wgmma groups in
-    // flight, which would make ptxas serialize the pipeline).
-    if (sched.next(t)) {
-      begin_tile(t);
-      const KBlockScales next_sc = wait_stage(0);
-      issue(spare);
-      ptx::wgmma_wait<1>();
-      release(cur_stage);
-      promote(out, cur, sc, cur_former);
-      Epilogue::store(out, done, p, s_d, tma_d, th);
-      sc = next_sc;
-      return true;
-    }
+  /// Retires the last K block (in `cur`).
+  __device__ __forceinline__ void finish(float (&out)[kAcc], float (&cur)[kAcc], const KBlockScales& sc) {
     ptx::wgmma_wait<0>();
-    release(cur_stage);
-    promote(out, cur, sc, cur_former);
-    Epilogue::store(out, done, p, s_d, tma_d, th);
-    return false;
+    release(stage);
+    advance();
+    promote(out, cur, sc);
   }
 
-  /// The K loop of one tile whose first K block is already in flight in `first` (scales `sc`);
-  /// ends by finish_tile (which may start the next tile in the other accumulator).
-  template <class Scheduler, class Epilogue>
-  __device__ __forceinline__ bool run_tile(float (&out)[kAcc], float (&first)[kAcc], float (&second)[kAcc],
-                                           KBlockScales& sc, Scheduler& sched, Tile& t, u32 s_d,
-                                           const ptx::TmaDescriptor& tma_d) {
+  __device__ __forceinline__ void k_loop(float (&out)[kAcc]) {
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
-    const u32 last = p.num_kb - 1;
-    for (u32 kb = 0;; kb += 2) {
-      if (kb == last) return finish_tile<Scheduler, Epilogue>(out, first, second, sc, sched, t, s_d, tma_d);
-      step(out, first, second, kb, sc);
-      if (kb + 1 == last) return finish_tile<Scheduler, Epilogue>(out, second, first, sc, sched, t, s_d, tma_d);
-      step(out, second, first, kb + 1, sc);
-    }
-  }
-
-  /// Serial schedule (wide tiles): issue, wait for all, promote.
-  __device__ __forceinline__ void k_loop_serial(float (&out)[kAcc]) {
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
-    float acc[kAcc];
-    for (u32 kb = 0; kb < p.num_kb; ++kb) {
-      const KBlockScales sc = wait_stage(kb);
-      issue(acc);
-      ptx::wgmma_wait<0>();
-      release(stage);
-      promote(out, acc, sc, num_former);
-      advance();
+    if constexpr (kPipelined) {
+      float acc0[kAcc], acc1[kAcc];
+      KBlockScales sc = wait_stage(0);
+      issue(acc0);
+      const u32 last = p.num_kb - 1;
+      for (u32 kb = 0;; kb += 2) {
+        if (kb == last) {
+          finish(out, acc0, sc);
+          break;
+        }
+        step(out, acc0, acc1, kb, sc);
+        if (kb + 1 == last) {
+          finish(out, acc1, sc);
+          break;
+        }
+        step(out, acc1, acc0, kb + 1, sc);
+      }
+    } else {
+      float acc[kAcc];
+      for (u32 kb = 0; kb < p.num_kb; ++kb) {
+        const KBlockScales sc = wait_stage(kb);
+        issue(acc);
+        ptx::wgmma_wait<0>();
+        release(stage);
+        promote(out, acc, sc);
+        advance();
+      }
     }
   }
 };
@@ -247,34 +223,13 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   m.th.lane = ptx::lane_id();
   m.r0 = m.th.warpgroup * 64 + m.th.warp * 16 + m.th.lane / 4;
 
-  using M = Fp8GemmMath<kBlockM, kBlockN, kStages, kCluster>;
   Scheduler sched(p);
   Tile t;
   float out[kBlockN / 2];
-  if constexpr (M::kPipelined) {
-    // Each tile's first K block goes into the accumulator its predecessor's last one did not use:
-    // with an even number of K blocks that is always acc0, with an odd number the roles alternate.
-    // Two loops keep the roles static at every loop edge (ptxas serializes wgmmas otherwise).
-    float acc0[kBlockN / 2], acc1[kBlockN / 2];
-    if (sched.next(t)) {
-      m.begin_tile(t);
-      KBlockScales sc = m.wait_stage(0);
-      m.issue(acc0);
-      if ((p.num_kb & 1u) == 0) {
-        while (m.template run_tile<Scheduler, Epilogue>(out, acc0, acc1, sc, sched, t, s_d, tma_d)) {
-        }
-      } else {
-        while (m.template run_tile<Scheduler, Epilogue>(out, acc0, acc1, sc, sched, t, s_d, tma_d) &&
-               m.template run_tile<Scheduler, Epilogue>(out, acc1, acc0, sc, sched, t, s_d, tma_d)) {
-        }
-      }
-    }
-  } else {
-    while (sched.next(t)) {
-      m.begin_tile(t);
-      m.k_loop_serial(out);
-      Epilogue::store(out, t, p, s_d, tma_d, m.th);
-    }
+  while (sched.next(t)) {
+    m.begin_tile(t);
+    m.k_loop(out);
+    Epilogue::store(out, t, p, s_d, tma_d, m.th);
   }
   Epilogue::finish(m.th);
 }
