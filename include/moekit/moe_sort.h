@@ -4,6 +4,8 @@
 // Everything runs on the device with no host synchronization (graph-capturable). Expanded index
 // i = t * k + j names slot j of token t. Only experts in the expert-parallel slice
 // [local_offset, local_offset + local_count) are kept; local expert e' = id - local_offset.
+// Requirements: local_count ≥ 1 and the slice inside [0, num_experts_total); T * k < 2^31 and the
+// rows bound < 2^31 (the maps are int32). Violations throw moekit::Error(kInvalidArgument).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,13 +19,16 @@ struct MoeSortBuffers {
   int32_t* expert_offsets = nullptr;        ///< [local_count + 1] 128-aligned segment starts (contiguous_offsets)
   int32_t* permuted_to_expanded = nullptr;  ///< [rows_bound] expanded index of each permuted row, -1 for padding
   int32_t* expanded_to_permuted = nullptr;  ///< [T * k] permuted row of each slot, -1 if the slot is dropped
-  int32_t* invalid_count = nullptr;         ///< [1] number of slots with an id outside [-1, E_total) (set, not added)
+  /// [1] number of slots, over the whole batch (not only this slice: every EP rank sees the same
+  /// value), with an id outside [-1, E_total). Written, not accumulated.
+  int32_t* invalid_count = nullptr;
 };
 
 /// Upper bound on the permuted rows: contiguous_rows_upper_bound(T * k, local_count).
 int64_t moe_sort_rows_bound(int64_t num_tokens, int top_k, int local_count);
 
-/// Bytes of scratch memory moe_sort needs for these sizes.
+/// Bytes of scratch memory moe_sort needs for these sizes (depends only on them; queries cub's
+/// tuning for the current device, so it needs a CUDA device).
 size_t moe_sort_workspace_size(int64_t num_tokens, int top_k, int local_count);
 
 /// Sorts the slots of topk_ids [T, k] by local expert, stably (within an expert, rows are in
@@ -39,6 +44,7 @@ void moe_sort(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_ex
 /// physical A-scale layout over rows_bound rows. Padding rows are not written: the grouped GEMM
 /// computes them but never stores their results, and rows never mix, so their contents are
 /// irrelevant. xq / sx: scratch [T, H] FP8 and [T, ceil(H/128)] scales (logical layout).
+/// Requires H % 16 == 0 and x, xq, sx, a_perm, sa_perm 16-byte aligned; T == 0 is a no-op.
 void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top_k, const int32_t* permuted_to_expanded,
                       int64_t rows_bound, void* xq, float* sx, void* a_perm, float* sa_perm, bool ue8m0,
                       cudaStream_t stream);

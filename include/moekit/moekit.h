@@ -5,3 +5,5 @@
 #include "moekit/numerics.h"
 #include "moekit/quantize.h"
 #include "moekit/grouped_gemm.h"
+#include "moekit/moe_sort.h"
+#include "moekit/routing.h"
