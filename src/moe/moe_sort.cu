@@ -1,0 +1,526 @@
+// moekit — device sort of routed slots into the contiguous expert layout, and the activation
+// permutation with per-token 1x128 quantization (include/moekit/moe_sort.h, SPEC §3–4).
+//
+// moe_sort (n = T * k slots, L = local_count experts), all on `stream`, no host synchronization:
+//   1. memset    the workspace counters (L per-expert counts + 1 invalid count) to 0.
+//   2. classify  one thread per slot: key = local expert id, or L ("dropped") for -1, ids outside
+//                the slice and invalid ids; value = the slot's expanded index. Dropped slots get
+//                expanded_to_permuted = -1 here. Per-expert counts use one atomicAdd per distinct
+//                expert per warp (__match_any_sync), so "all tokens on one expert" costs n/32
+//                atomics; invalid ids are counted with a warp ballot.
+//   3. sort      cub::DeviceRadixSort::SortPairs (DoubleBuffer form) of (key, expanded index) over
+//                the key's bit_width(L) low bits. Radix sort is stable and the values go in
+//                increasing, so within an expert the rows come out in increasing expanded index.
+//   4. scan      one CTA: expert_counts, the 128-aligned expert_offsets (contiguous_offsets), the
+//                unaligned exclusive scan seg_start (an expert's first position in the sorted
+//                array) and invalid_count.
+//   5. fill      one thread per permuted row r < rows_bound: find the expert e with
+//                offsets[e] <= r < offsets[e+1] (binary search); if j = r - offsets[e] < counts[e]
+//                the row holds sorted element seg_start[e] + j: permuted_to_expanded[r] = its
+//                expanded index i and expanded_to_permuted[i] = r; otherwise (padding, or r past
+//                offsets[L]) permuted_to_expanded[r] = -1. Every entry is written exactly once.
+// T = 0 runs steps 1, 4 and 5 only (zero counts and offsets, all rows -1).
+//
+// The workspace holds, each region 256-byte aligned (the pointer given is aligned up, the size
+// includes the slack): counters [L + 1], seg_start [L], keys [2][n] (uint32), values [2][n]
+// (int32), cub's temporary storage for n items. Its size depends only on (T, k, L) — and on the
+// device's cub tuning policy, which cub reads from the current device, so moe_sort_workspace_size
+// needs a CUDA device.
+//
+// permute_quantize:
+//   1. quantize  each token once, x [T, H] bf16 → xq [T, H] FP8 + sx [T, ceil(H/128)] (logical
+//                layout), with the very device routine of quantize_act_1x128
+//                (kernels/sm90/quantize_device.h), so the bits are the same.
+//   2. gather    one CTA per 32 permuted rows: the row's token t = permuted_to_expanded[r] / k (rows
+//                with -1, or an index outside [0, T*k), are skipped); one warp per row copies
+//                xq[t] to a_perm[r] in 16-byte vectors (four loads in flight per lane), then the CTA
+//                writes the scales sa_perm[g * sfa_ld(rows_bound) + r] = sx[t, g], 32 consecutive
+//                rows per K block (128-byte coalesced stores).
+//   H % 16 == 0 (16-byte rows, as the GEMM's TMA needs); H need not be a multiple of 128 (the last
+//   block gets its own scale over its valid columns). x, xq, sx, a_perm and sa_perm must be 16-byte
+//   aligned.
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+#include <cuda_runtime.h>
+
+#include "common/check.h"
+#include "kernels/sm90/quantize_device.h"
+#include "moekit/grouped_gemm.h"
+#include "moekit/moe_sort.h"
+#include "moekit/numerics.h"
+
+namespace moekit {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxGrid = 1 << 16;  // grid-stride beyond this many CTAs
+constexpr size_t kRegionAlign = 256;
+constexpr int kGatherRows = 32;    // permuted rows per gather CTA
+
+// ---------------------------------------------------------------------------------------------
+// moe_sort kernels
+// ---------------------------------------------------------------------------------------------
+
+struct ClassifyParams {
+  const int32_t* ids;
+  uint32_t* keys;   // local expert, or L for a dropped slot
+  int32_t* values;  // expanded index
+  int32_t* expanded_to_permuted;
+  int32_t* counters;  // [L] per-expert counts, [L] invalid count
+  int64_t n;
+  int num_experts;
+  int local_offset;
+  int local_count;
+};
+
+__global__ void __launch_bounds__(kThreads) classify_kernel(const ClassifyParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  // The loop bound is uniform per warp (i0 is the warp's first slot), so every lane takes part in
+  // the warp collectives of every iteration.
+  for (int64_t i0 = int64_t(blockIdx.x) * kThreads + (threadIdx.x & ~31); i0 < p.n; i0 += stride) {
+    const int64_t i = i0 + lane;
+    const bool in = i < p.n;
+    const int32_t id = in ? p.ids[i] : -1;
+    const bool invalid = in && (id < -1 || id >= p.num_experts);
+    const int32_t local = id >= 0 ? id - p.local_offset : -1;
+    const bool keep = in && !invalid && local >= 0 && local < p.local_count;
+    const uint32_t key = static_cast<uint32_t>(keep ? local : p.local_count);
+    if (in) {
+      p.keys[i] = key;
+      p.values[i] = static_cast<int32_t>(i);
+      if (!keep) p.expanded_to_permuted[i] = -1;
+    }
+    const unsigned keep_mask = __ballot_sync(0xFFFFFFFFu, keep);
+    if (keep) {
+      const unsigned peers = __match_any_sync(keep_mask, key);
+      if (lane == __ffs(peers) - 1) atomicAdd(p.counters + key, __popc(peers));
+    }
+    const unsigned invalid_mask = __ballot_sync(0xFFFFFFFFu, invalid);
+    if (lane == 0 && invalid_mask != 0u) atomicAdd(p.counters + p.local_count, __popc(invalid_mask));
+  }
+}
+
+struct ScanParams {
+  const int32_t* counters;  // [L + 1]
+  int32_t* counts;          // out [L]
+  int32_t* offsets;         // out [L + 1]
+  int32_t* seg_start;       // ws [L]
+  int32_t* invalid_count;   // out [1]
+  int local_count;
+};
+
+// One CTA. Both scans at once on a packed 64-bit value: high half the aligned count, low half the
+// count (both totals are < 2^31, so the low half never carries into the high half).
+__global__ void __launch_bounds__(kThreads) scan_kernel(const ScanParams p) {
+  using Scan = cub::BlockScan<unsigned long long, kThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  __shared__ unsigned long long carry;
+  if (threadIdx.x == 0) {
+    carry = 0;
+    p.offsets[0] = 0;
+    *p.invalid_count = p.counters[p.local_count];
+  }
+  __syncthreads();
+  for (int base = 0; base < p.local_count; base += kThreads) {
+    const int e = base + int(threadIdx.x);
+    const int32_t c = e < p.local_count ? p.counters[e] : 0;
+    const unsigned long long aligned =
+        static_cast<unsigned long long>((int64_t(c) + kGroupAlign - 1) / kGroupAlign * kGroupAlign);
+    const unsigned long long packed = (aligned << 32) | static_cast<unsigned long long>(c);
+    unsigned long long inclusive = 0, total = 0;
+    Scan(temp).InclusiveSum(packed, inclusive, total);
+    if (e < p.local_count) {
+      const unsigned long long v = carry + inclusive;
+      p.counts[e] = c;
+      p.offsets[e + 1] = static_cast<int32_t>(v >> 32);
+      p.seg_start[e] = static_cast<int32_t>(v & 0xFFFFFFFFull) - c;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) carry += total;
+    __syncthreads();
+  }
+}
+
+struct FillParams {
+  const int32_t* offsets;    // [L + 1]
+  const int32_t* counts;     // [L]
+  const int32_t* seg_start;  // [L]
+  const int32_t* sorted_values;
+  int32_t* permuted_to_expanded;
+  int32_t* expanded_to_permuted;
+  int64_t rows;
+  int local_count;
+};
+
+__global__ void __launch_bounds__(kThreads) fill_kernel(const FillParams p) {
+  const int32_t total = __ldg(p.offsets + p.local_count);
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  for (int64_t r = int64_t(blockIdx.x) * kThreads + threadIdx.x; r < p.rows; r += stride) {
+    int32_t v = -1;
+    if (r < total) {
+      // Largest e in [0, L) with offsets[e] <= r; then offsets[e+1] > r (r < offsets[L]).
+      int lo = 0, hi = p.local_count;
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (__ldg(p.offsets + mid) <= r) {
+          lo = mid;
+        } else {
+          hi = mid;
+        }
+      }
+      const int32_t j = static_cast<int32_t>(r) - __ldg(p.offsets + lo);
+      if (j < __ldg(p.counts + lo)) {
+        v = p.sorted_values[__ldg(p.seg_start + lo) + j];
+        p.expanded_to_permuted[v] = static_cast<int32_t>(r);
+      }
+    }
+    p.permuted_to_expanded[r] = v;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// permute_quantize kernels
+// ---------------------------------------------------------------------------------------------
+
+struct TokenQuantParams {
+  const uint16_t* x;  // [T, H] bf16
+  uint8_t* xq;        // [T, H] FP8
+  float* sx;          // [T, groups]
+  int64_t units;      // T * chunks_per_row
+  int hidden;
+  int groups;          // ceil(H / 128)
+  int chunks_per_row;  // ceil(groups / (2 U))
+};
+
+template <int U, bool kUe8m0>
+__global__ void __launch_bounds__(kThreads) quantize_tokens_kernel(const TokenQuantParams p) {
+  const int64_t warps = int64_t(gridDim.x) * kWarps;
+  for (int64_t unit = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); unit < p.units; unit += warps) {
+    const int64_t row = unit / p.chunks_per_row;
+    const int chunk = static_cast<int>(unit - row * p.chunks_per_row);
+    sm90::quant::quantize_act_unit<U, kUe8m0>(p.x + row * p.hidden, p.xq + row * p.hidden, p.sx + row * p.groups,
+                                              1, p.hidden, p.groups, chunk);
+  }
+}
+
+struct GatherParams {
+  const uint8_t* xq;
+  const float* sx;
+  const int32_t* permuted_to_expanded;
+  uint8_t* a_perm;
+  float* sa_perm;
+  int64_t rows;      // rows_bound
+  int64_t sa_ld;     // sfa_ld(rows_bound)
+  int64_t slots;     // T * k: valid expanded indices are [0, slots)
+  int64_t vectors;   // H / 16
+  int64_t hidden;
+  int top_k;
+  int groups;
+};
+
+__global__ void __launch_bounds__(kThreads) gather_rows_kernel(const GatherParams p) {
+  __shared__ int32_t token[kGatherRows];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  for (int64_t base = int64_t(blockIdx.x) * kGatherRows; base < p.rows; base += int64_t(gridDim.x) * kGatherRows) {
+    if (threadIdx.x < kGatherRows) {
+      const int64_t r = base + threadIdx.x;
+      int32_t t = -1;
+      if (r < p.rows) {
+        const int32_t idx = p.permuted_to_expanded[r];
+        if (idx >= 0 && idx < p.slots) t = idx / p.top_k;
+      }
+      token[threadIdx.x] = t;
+    }
+    __syncthreads();
+
+    // FP8 data: one warp per row, 16-byte vectors, four loads in flight per lane.
+    for (int rr = warp; rr < kGatherRows; rr += kWarps) {
+      const int32_t t = token[rr];
+      if (t < 0) continue;
+      const uint4* src = reinterpret_cast<const uint4*>(p.xq + int64_t(t) * p.hidden);
+      uint4* dst = reinterpret_cast<uint4*>(p.a_perm + (base + rr) * p.hidden);
+      for (int64_t v0 = lane; v0 < p.vectors; v0 += 4 * 32) {
+        uint4 d[4] = {};
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int64_t v = v0 + u * 32;
+          if (v < p.vectors) d[u] = __ldg(src + v);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int64_t v = v0 + u * 32;
+          if (v < p.vectors) dst[v] = d[u];
+        }
+      }
+    }
+
+    // Scales: K block g of the 32 rows is 32 consecutive floats of sa_perm.
+    for (int i = threadIdx.x; i < p.groups * kGatherRows; i += kThreads) {
+      const int g = i / kGatherRows;
+      const int rr = i % kGatherRows;
+      const int32_t t = token[rr];
+      if (t >= 0) p.sa_perm[int64_t(g) * p.sa_ld + base + rr] = __ldg(p.sx + int64_t(t) * p.groups + g);
+    }
+    __syncthreads();  // `token` is rewritten by the next iteration
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+// ---------------------------------------------------------------------------------------------
+
+bool aligned_to(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
+
+size_t align_region(size_t bytes) { return (bytes + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
+
+int grid_for(int64_t work, int64_t per_block) {
+  const int64_t blocks = ceil_div(work, per_block);
+  return static_cast<int>(blocks < kMaxGrid ? blocks : kMaxGrid);
+}
+
+// Number of low key bits the sort looks at: keys are in [0, L] (L = "dropped").
+int key_bits(int local_count) {
+  int bits = 0;
+  while ((int64_t(1) << bits) <= local_count) ++bits;
+  return bits;
+}
+
+// Checks (T, k, L) and returns n = T * k. Shared by rows_bound, workspace_size and moe_sort.
+int64_t validate_sizes(const char* fn, int64_t num_tokens, int top_k, int local_count) {
+  MOEKIT_REQUIRE(num_tokens >= 0, ErrorCode::kInvalidArgument, fn, ": num_tokens = ", num_tokens, " must be >= 0");
+  MOEKIT_REQUIRE(top_k >= 1, ErrorCode::kInvalidArgument, fn, ": top_k = ", top_k, " must be >= 1");
+  MOEKIT_REQUIRE(local_count >= 1, ErrorCode::kInvalidArgument, fn, ": local_count = ", local_count,
+                 " must be >= 1");
+  MOEKIT_REQUIRE(num_tokens <= INT32_MAX && num_tokens * top_k <= INT32_MAX, ErrorCode::kInvalidArgument, fn,
+                 ": num_tokens * top_k = ", num_tokens, " * ", top_k, " must be < 2^31");
+  const int64_t n = num_tokens * top_k;
+  const int64_t rows = contiguous_rows_upper_bound(n, local_count);
+  MOEKIT_REQUIRE(rows <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": the contiguous layout of ", n,
+                 " rows over ", local_count, " experts can need ", rows, " rows; at most 2^31 - 1 are supported");
+  return n;
+}
+
+size_t cub_sort_bytes(int64_t n, int local_count) {
+  if (n == 0) return 0;
+  cub::DoubleBuffer<uint32_t> keys(nullptr, nullptr);
+  cub::DoubleBuffer<int32_t> values(nullptr, nullptr);
+  size_t bytes = 0;
+  MOEKIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, values, static_cast<int>(n), 0,
+                                                    key_bits(local_count), cudaStream_t{}));
+  return bytes;
+}
+
+// Workspace regions (offsets from the 256-byte-aligned base).
+struct WorkspaceLayout {
+  size_t counters = 0, seg_start = 0, keys0 = 0, keys1 = 0, values0 = 0, values1 = 0, cub = 0;
+  size_t cub_bytes = 0;
+  size_t total = 0;  // including the alignment slack of the base pointer
+};
+
+WorkspaceLayout workspace_layout(int64_t n, int local_count) {
+  WorkspaceLayout w;
+  size_t at = 0;
+  auto take = [&at](size_t bytes) {
+    const size_t off = at;
+    at += align_region(bytes);
+    return off;
+  };
+  const size_t items = static_cast<size_t>(n) * sizeof(int32_t);
+  w.counters = take((size_t(local_count) + 1) * sizeof(int32_t));
+  w.seg_start = take(size_t(local_count) * sizeof(int32_t));
+  w.keys0 = take(items);
+  w.keys1 = take(items);
+  w.values0 = take(items);
+  w.values1 = take(items);
+  w.cub_bytes = cub_sort_bytes(n, local_count);
+  w.cub = take(w.cub_bytes);
+  w.total = at + kRegionAlign;
+  return w;
+}
+
+}  // namespace
+
+int64_t moe_sort_rows_bound(int64_t num_tokens, int top_k, int local_count) {
+  const int64_t n = validate_sizes("moekit::moe_sort_rows_bound", num_tokens, top_k, local_count);
+  return contiguous_rows_upper_bound(n, local_count);
+}
+
+size_t moe_sort_workspace_size(int64_t num_tokens, int top_k, int local_count) {
+  const int64_t n = validate_sizes("moekit::moe_sort_workspace_size", num_tokens, top_k, local_count);
+  return workspace_layout(n, local_count).total;
+}
+
+void moe_sort(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts_total, int local_offset,
+              int local_count, const MoeSortBuffers& out, void* workspace, size_t workspace_bytes,
+              cudaStream_t stream) {
+  constexpr const char* fn = "moekit::moe_sort";
+  const int64_t n = validate_sizes(fn, num_tokens, top_k, local_count);
+  MOEKIT_REQUIRE(num_experts_total >= 1, ErrorCode::kInvalidArgument, fn, ": num_experts_total = ",
+                 num_experts_total, " must be >= 1");
+  MOEKIT_REQUIRE(local_offset >= 0 && int64_t(local_offset) + local_count <= num_experts_total,
+                 ErrorCode::kInvalidArgument, fn, ": the local slice [", local_offset, ", ",
+                 int64_t(local_offset) + local_count, ") must lie inside [0, num_experts_total = ", num_experts_total,
+                 ")");
+  MOEKIT_REQUIRE(out.expert_counts && out.expert_offsets && out.permuted_to_expanded && out.invalid_count,
+                 ErrorCode::kInvalidArgument, fn,
+                 ": expert_counts, expert_offsets, permuted_to_expanded and invalid_count are required");
+  MOEKIT_REQUIRE(n == 0 || (topk_ids && out.expanded_to_permuted), ErrorCode::kInvalidArgument, fn,
+                 ": topk_ids and expanded_to_permuted are required when num_tokens * top_k = ", n, " > 0");
+  for (const void* p : {static_cast<const void*>(topk_ids), static_cast<const void*>(out.expert_counts),
+                        static_cast<const void*>(out.expert_offsets),
+                        static_cast<const void*>(out.permuted_to_expanded),
+                        static_cast<const void*>(out.expanded_to_permuted),
+                        static_cast<const void*>(out.invalid_count)}) {
+    MOEKIT_REQUIRE(aligned_to(p, 4), ErrorCode::kMisaligned, fn, ": the int32 buffer ", p,
+                   " must be 4-byte aligned");
+  }
+  MOEKIT_REQUIRE(workspace != nullptr, ErrorCode::kInvalidArgument, fn, ": workspace is required");
+  const int64_t rows = contiguous_rows_upper_bound(n, local_count);
+  const WorkspaceLayout w = workspace_layout(n, local_count);
+  MOEKIT_REQUIRE(workspace_bytes >= w.total, ErrorCode::kInvalidArgument, fn, ": workspace_bytes = ",
+                 workspace_bytes, " is smaller than moe_sort_workspace_size(", num_tokens, ", ", top_k, ", ",
+                 local_count, ") = ", w.total);
+
+  char* base = static_cast<char*>(workspace);
+  base += (kRegionAlign - reinterpret_cast<uintptr_t>(base) % kRegionAlign) % kRegionAlign;
+  int32_t* counters = reinterpret_cast<int32_t*>(base + w.counters);
+  int32_t* seg_start = reinterpret_cast<int32_t*>(base + w.seg_start);
+
+  MOEKIT_CUDA_CHECK(cudaMemsetAsync(counters, 0, (size_t(local_count) + 1) * sizeof(int32_t), stream));
+
+  const int32_t* sorted_values = nullptr;
+  if (n > 0) {
+    ClassifyParams c{};
+    c.ids = topk_ids;
+    c.keys = reinterpret_cast<uint32_t*>(base + w.keys0);
+    c.values = reinterpret_cast<int32_t*>(base + w.values0);
+    c.expanded_to_permuted = out.expanded_to_permuted;
+    c.counters = counters;
+    c.n = n;
+    c.num_experts = num_experts_total;
+    c.local_offset = local_offset;
+    c.local_count = local_count;
+    classify_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(c);
+    MOEKIT_CUDA_CHECK(cudaGetLastError());
+
+    cub::DoubleBuffer<uint32_t> keys(reinterpret_cast<uint32_t*>(base + w.keys0),
+                                     reinterpret_cast<uint32_t*>(base + w.keys1));
+    cub::DoubleBuffer<int32_t> values(reinterpret_cast<int32_t*>(base + w.values0),
+                                      reinterpret_cast<int32_t*>(base + w.values1));
+    size_t cub_bytes = w.cub_bytes;
+    MOEKIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + w.cub, cub_bytes, keys, values, static_cast<int>(n), 0,
+                                                      key_bits(local_count), stream));
+    sorted_values = values.Current();
+  }
+
+  ScanParams s{};
+  s.counters = counters;
+  s.counts = out.expert_counts;
+  s.offsets = out.expert_offsets;
+  s.seg_start = seg_start;
+  s.invalid_count = out.invalid_count;
+  s.local_count = local_count;
+  scan_kernel<<<1, kThreads, 0, stream>>>(s);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+
+  FillParams f{};
+  f.offsets = out.expert_offsets;
+  f.counts = out.expert_counts;
+  f.seg_start = seg_start;
+  f.sorted_values = sorted_values;
+  f.permuted_to_expanded = out.permuted_to_expanded;
+  f.expanded_to_permuted = out.expanded_to_permuted;
+  f.rows = rows;
+  f.local_count = local_count;
+  fill_kernel<<<grid_for(rows, kThreads), kThreads, 0, stream>>>(f);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top_k, const int32_t* permuted_to_expanded,
+                      int64_t rows_bound, void* xq, float* sx, void* a_perm, float* sa_perm, bool ue8m0,
+                      cudaStream_t stream) {
+  constexpr const char* fn = "moekit::permute_quantize";
+  MOEKIT_REQUIRE(num_tokens >= 0 && num_tokens <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": num_tokens = ",
+                 num_tokens, " must be in [0, 2^31)");
+  MOEKIT_REQUIRE(hidden >= 16 && hidden % 16 == 0, ErrorCode::kInvalidArgument, fn, ": hidden = ", hidden,
+                 " must be >= 16 and a multiple of 16");
+  MOEKIT_REQUIRE(hidden <= (int64_t{1} << 30), ErrorCode::kInvalidArgument, fn, ": hidden = ", hidden,
+                 " is too large (at most 2^30)");
+  MOEKIT_REQUIRE(top_k >= 1, ErrorCode::kInvalidArgument, fn, ": top_k = ", top_k, " must be >= 1");
+  MOEKIT_REQUIRE(rows_bound >= 0 && rows_bound <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": rows_bound = ",
+                 rows_bound, " must be in [0, 2^31)");
+  if (num_tokens > 0) {
+    MOEKIT_REQUIRE(x && xq && sx, ErrorCode::kInvalidArgument, fn, ": x, xq and sx are required when num_tokens = ",
+                   num_tokens, " > 0");
+    if (rows_bound > 0) {
+      MOEKIT_REQUIRE(permuted_to_expanded && a_perm && sa_perm, ErrorCode::kInvalidArgument, fn,
+                     ": permuted_to_expanded, a_perm and sa_perm are required when rows_bound = ", rows_bound, " > 0");
+    }
+  }
+  const std::pair<const void*, const char*> buffers[] = {
+      {x, "x"}, {xq, "xq"}, {sx, "sx"}, {a_perm, "a_perm"}, {sa_perm, "sa_perm"}};
+  for (const auto& [p, name] : buffers) {
+    MOEKIT_REQUIRE(aligned_to(p, 16), ErrorCode::kMisaligned, fn, ": ", name, " (", p, ") must be 16-byte aligned");
+  }
+  MOEKIT_REQUIRE(aligned_to(permuted_to_expanded, 4), ErrorCode::kMisaligned, fn, ": permuted_to_expanded (",
+                 static_cast<const void*>(permuted_to_expanded), ") must be 4-byte aligned");
+  if (num_tokens == 0) return;  // no token, so no row to fill (permuted_to_expanded has no valid entry)
+
+  const int groups = static_cast<int>(ceil_div(hidden, kQuantBlock));
+  TokenQuantParams q{};
+  q.x = static_cast<const uint16_t*>(x);
+  q.xq = static_cast<uint8_t*>(xq);
+  q.sx = sx;
+  q.hidden = static_cast<int>(hidden);
+  q.groups = groups;
+  auto launch = [&](auto unroll) {
+    constexpr int U = decltype(unroll)::value;
+    q.chunks_per_row = static_cast<int>(ceil_div(groups, 2 * U));
+    q.units = num_tokens * q.chunks_per_row;
+    const int grid = grid_for(q.units, kWarps);
+    if (ue8m0) {
+      quantize_tokens_kernel<U, true><<<grid, kThreads, 0, stream>>>(q);
+    } else {
+      quantize_tokens_kernel<U, false><<<grid, kThreads, 0, stream>>>(q);
+    }
+  };
+  switch (sm90::quant::act_unroll_for(num_tokens, groups)) {
+    case 4:
+      launch(std::integral_constant<int, 4>{});
+      break;
+    case 2:
+      launch(std::integral_constant<int, 2>{});
+      break;
+    default:
+      launch(std::integral_constant<int, 1>{});
+      break;
+  }
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+  if (rows_bound == 0) return;
+
+  GatherParams g{};
+  g.xq = static_cast<const uint8_t*>(xq);
+  g.sx = sx;
+  g.permuted_to_expanded = permuted_to_expanded;
+  g.a_perm = static_cast<uint8_t*>(a_perm);
+  g.sa_perm = sa_perm;
+  g.rows = rows_bound;
+  g.sa_ld = sfa_ld(rows_bound);
+  g.slots = num_tokens * top_k;
+  g.vectors = hidden / 16;
+  g.hidden = hidden;
+  g.top_k = top_k;
+  g.groups = groups;
+  gather_rows_kernel<<<grid_for(rows_bound, kGatherRows), kThreads, 0, stream>>>(g);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace moekit
