@@ -7,6 +7,8 @@
 // against the layout's invariants, recomputed independently of the reference's construction.
 #include <gtest/gtest.h>
 
+#include "moe_test_util.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -92,21 +94,8 @@ void expect_valid_layout(const Ids& ids, int64_t t, int k, int e_total, int off,
   EXPECT_EQ(r.expanded_to_permuted, expect_e2p) << what;
 }
 
-// Random ids: uniform experts, with -1 slots, invalid ids and repeated experts inside a token.
 Ids random_ids(std::mt19937_64& rng, int64_t t, int k, int e_total) {
-  Ids ids(size_t(t * k));
-  std::uniform_int_distribution<int32_t> expert(0, e_total - 1);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  const int32_t invalid[] = {-2, e_total, e_total + 7, INT32_MAX, INT32_MIN, -1000};
-  for (int64_t i = 0; i < t * k; ++i) {
-    const double p = u(rng);
-    int32_t id = expert(rng);
-    if (p < 0.05) id = -1;
-    else if (p < 0.08) id = invalid[rng() % 6];
-    else if (p < 0.2 && i % k != 0) id = ids[size_t(i - 1)];  // duplicate within the token
-    ids[size_t(i)] = id;
-  }
-  return ids;
+  return moekit::test::random_topk_ids(rng, t, k, e_total);
 }
 
 // ----------------------------------------------------------------------------------------------

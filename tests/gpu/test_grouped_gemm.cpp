@@ -13,6 +13,8 @@
 // replays that follow new device counts, and argument validation.
 #include <gtest/gtest.h>
 
+#include "gpu/gpu_test_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -43,41 +45,8 @@ constexpr double kMaxExpertRelL2 = 1e-2;  // per expert: a wrong expert's B or s
 constexpr int kRowsPerExpert = 8;         // sampled valid rows per expert (first and last included)
 constexpr int kMaxSampledRows = 400;      // total, unless the first/last rows alone need more
 
-class Stream {
- public:
-  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess); }
-  ~Stream() {
-    if (s_) cudaStreamDestroy(s_);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  operator cudaStream_t() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-// Waits for the stream with a deadline, so a kernel that never finishes (e.g. a scheduler that
-// spins on a group with no tiles) fails the test instead of hanging the whole executable. A hung
-// kernel cannot be recovered: report and exit.
-void finish(cudaStream_t s, const std::string& what, double seconds = 120.0) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  for (;;) {
-    const cudaError_t e = cudaStreamQuery(s);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) {
-      ADD_FAILURE() << what << ": " << cudaGetErrorName(e) << ": " << cudaGetErrorString(e);
-      return;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr, "FATAL: %s did not finish within %.0f s (hang); aborting the GPU tests\n", what.c_str(),
-                   seconds);
-      std::fflush(stderr);
-      std::_Exit(1);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
+using moekit::test::finish;
+using moekit::test::Stream;
 
 int64_t total_of(const Counts& c) { return std::accumulate(c.begin(), c.end(), int64_t(0)); }
 

@@ -17,6 +17,9 @@
 //    are skipped.
 #include <gtest/gtest.h>
 
+#include "gpu/gpu_test_util.h"
+#include "moe_test_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -50,39 +53,8 @@ constexpr int kPoisonByte = 0xA5;
 constexpr int32_t kPoison32 = int32_t(0xA5A5A5A5u);
 constexpr int64_t kGuard = 64;  // guard elements after every output buffer
 
-class Stream {
- public:
-  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess); }
-  ~Stream() {
-    if (s_) cudaStreamDestroy(s_);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  operator cudaStream_t() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-// Waits for the stream with a deadline: a hung kernel fails loudly instead of hanging the suite.
-void finish(cudaStream_t s, const std::string& what, double seconds = 60.0) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  for (;;) {
-    const cudaError_t e = cudaStreamQuery(s);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) {
-      ADD_FAILURE() << what << ": " << cudaGetErrorName(e) << ": " << cudaGetErrorString(e);
-      return;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr, "FATAL: %s did not finish within %.0f s (hang); aborting the GPU tests\n", what.c_str(),
-                   seconds);
-      std::fflush(stderr);
-      std::_Exit(1);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
+using moekit::test::finish;
+using moekit::test::Stream;
 
 // Element-wise equality with the first few mismatches reported.
 template <typename T>
@@ -97,22 +69,9 @@ void expect_equal(const std::vector<T>& want, const std::vector<T>& got, const s
   EXPECT_EQ(bad, 0) << what << ": " << bad << " mismatching entries of " << want.size();
 }
 
-// Random ids: uniform experts, with -1 slots, invalid ids and repeated experts inside a token.
 Ids random_ids(uint64_t seed, int64_t t, int k, int e_total) {
   std::mt19937_64 rng(seed);
-  Ids ids(size_t(t * k));
-  std::uniform_int_distribution<int32_t> expert(0, e_total - 1);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  const int32_t invalid[] = {-2, e_total, e_total + 7, INT32_MAX, INT32_MIN, -1000};
-  for (int64_t i = 0; i < t * k; ++i) {
-    const double p = u(rng);
-    int32_t id = expert(rng);
-    if (p < 0.05) id = -1;
-    else if (p < 0.08) id = invalid[rng() % 6];
-    else if (p < 0.2 && i % k != 0) id = ids[size_t(i - 1)];  // duplicate within the token
-    ids[size_t(i)] = id;
-  }
-  return ids;
+  return moekit::test::random_topk_ids(rng, t, k, e_total);
 }
 
 // ----------------------------------------------------------------------------------------------
