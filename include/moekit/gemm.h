@@ -33,7 +33,7 @@ struct GemmFp8Args {
 };
 
 /// A kernel tile configuration. Normally chosen by moekit's heuristic; tests and benchmarks may
-/// force one. block_m ∈ {64, 128}; block_n a multiple of 16 in [16, 128] or one of
+/// force one. block_m ∈ {64, 128}; block_n a multiple of 8 in [16, 128] or one of
 /// {144, 160, 192}; stages ≥ 2 and small enough for shared memory.
 struct GemmConfig {
   int block_m = 0;

@@ -113,7 +113,7 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, op.sa, op.rows, num_kb,
                                           sfa_ld(op.rows), sm90::gemm_sfa_box(c.block_m), 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   const CUtensorMap tma_d = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, op.d, op.n, op.rows, op.ldd,
-                                        d_swizzle / 2, c.block_m, swizzle_for_bytes(d_swizzle));
+                                        sm90::gemm_d_box_cols(c.block_n), c.block_m, swizzle_for_bytes(d_swizzle));
   params.m = static_cast<unsigned>(op.rows);
   params.n = static_cast<unsigned>(op.n);
   params.k = static_cast<unsigned>(op.k);

@@ -74,7 +74,7 @@ TEST(GemmConfig, RejectsBadForcedConfigs) {
   c.multicast = 1;
   c.block_n = 176;  // would straddle three B-scale blocks
   EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
-  c.block_n = 120;  // not a multiple of 16
+  c.block_n = 116;  // not a multiple of 8
   EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
   c = {256, 128, 4, 8, 132};
   EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
@@ -85,11 +85,15 @@ TEST(GemmConfig, RejectsBadForcedConfigs) {
 }
 
 TEST(GemmLayout, SwizzleChoiceTilesBlockN) {
-  for (int bn = 16; bn <= 192; bn += 16) {
+  for (int bn = 16; bn <= 192; bn += 8) {
     if (!moekit::sm90::gemm_block_n_supported(bn)) continue;
     const unsigned sw = moekit::sm90::gemm_d_swizzle_bytes(bn);
-    EXPECT_EQ((bn * 2) % sw, 0u) << bn;
+    if (sw) EXPECT_EQ((bn * 2) % sw, 0u) << bn;
+    EXPECT_EQ(bn % moekit::sm90::gemm_d_box_cols(bn), 0u) << bn;
+    EXPECT_EQ(moekit::sm90::gemm_d_box_cols(bn) * 2 % 16, 0u) << bn;  // TMA box rows: 16-byte multiples
   }
+  EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(56), 0u);
+  EXPECT_EQ(moekit::sm90::gemm_d_box_cols(56), 56u);
   EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(128), 128u);
   EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(96), 64u);
   EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(112), 32u);

@@ -39,6 +39,7 @@ bool has_elf_magic(const std::vector<char>& b) {
 TEST(Jit, DenseGemmFamilyCompilesForSm90a) {
   const moekit::GemmConfig configs[] = {
       {64, 16, 8, 1, 132, 1},    // 1 WG, 32-byte D swizzle
+      {64, 56, 8, 1, 132, 1},    // 1 WG, unswizzled D (odd multiple of 8)
       {64, 96, 6, 1, 132, 2},    // 1 WG, 64-byte swizzle, two B scales, B multicast
       {128, 128, 5, 8, 132, 1},  // 2 WG, 128-byte swizzle
       {128, 160, 4, 8, 132, 2},  // 2 WG, tile wider than a scale block, B multicast

@@ -17,16 +17,18 @@ struct MathThread {
 
 template <int kBlockM, int kBlockN, int kMathThreads>
 struct Bf16TmaEpilogue {
-  static constexpr u32 kSwizzle = gemm_d_swizzle_bytes(kBlockN);  // bytes per swizzled row
-  static constexpr u32 kChunksPerRow = kSwizzle / 16;              // 16-byte chunks per atom row
-  static constexpr u32 kAtomCols = kSwizzle / 2;                   // bf16 columns per atom
+  static constexpr u32 kSwizzle = gemm_d_swizzle_bytes(kBlockN);  // 0: unswizzled rows
+  static constexpr u32 kAtomCols = gemm_d_box_cols(kBlockN);       // bf16 columns per atom
+  static constexpr u32 kRowBytes = kAtomCols * 2;                  // bytes per atom row
+  static constexpr u32 kChunksPerRow = kRowBytes / 16;             // 16-byte chunks per atom row
   static constexpr u32 kAtoms = kBlockN / kAtomCols;
-  static constexpr u32 kAtomBytes = kBlockM * kSwizzle;
+  static constexpr u32 kAtomBytes = kBlockM * kRowBytes;
   static_assert(kBlockN % kAtomCols == 0, "BLOCK_N must be a whole number of swizzle atoms");
 
   /// Shared-memory offset of 16-byte chunk `chunk` (8 columns) of tile row `row`, in the layout
   /// the TMA store expects: column atoms of kSwizzle-byte rows, 16-byte units XOR-swizzled.
   __device__ __forceinline__ static u32 staging_offset(u32 row, u32 chunk) {
+    if constexpr (kSwizzle == 0) return row * kRowBytes + chunk * 16;
     const u32 atom = chunk / kChunksPerRow;
     const u32 byte = row * kSwizzle + (chunk % kChunksPerRow) * 16;
     const u32 line = byte / 128;

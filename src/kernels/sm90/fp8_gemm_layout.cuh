@@ -17,18 +17,24 @@ namespace moekit::sm90 {
 
 inline constexpr unsigned kGemmBlockK = 128;
 
-/// True if the kernel supports this BLOCK_N: a multiple of 16 in [16, 128], or 144, 160 or 192
+/// True if the kernel supports this BLOCK_N: a multiple of 8 in [16, 128], or 144, 160 or 192
 /// (wider tiles must never span more than two 128-column scale blocks).
 constexpr bool gemm_block_n_supported(int bn) {
-  if (bn % 16 != 0 || bn < 16) return false;
+  if (bn % 8 != 0 || bn < 16) return false;
   return bn <= 128 || bn == 144 || bn == 160 || bn == 192;
 }
 
 constexpr bool gemm_block_m_supported(int bm) { return bm == 64 || bm == 128; }
 
-/// Bytes of one 128-B/64-B/32-B swizzle row of the bf16 D staging tile for this BLOCK_N.
+/// Bytes of one 128-B/64-B/32-B swizzle row of the bf16 D staging tile for this BLOCK_N, or 0
+/// (no swizzle: rows of BLOCK_N * 2 bytes) when BLOCK_N is an odd multiple of 8.
 constexpr unsigned gemm_d_swizzle_bytes(int bn) {
-  return (bn * 2) % 128 == 0 ? 128u : ((bn * 2) % 64 == 0 ? 64u : 32u);
+  return (bn * 2) % 128 == 0 ? 128u : ((bn * 2) % 64 == 0 ? 64u : ((bn * 2) % 32 == 0 ? 32u : 0u));
+}
+
+/// Columns per TMA store box of the D staging tile (one swizzle atom, or the whole row).
+constexpr unsigned gemm_d_box_cols(int bn) {
+  return gemm_d_swizzle_bytes(bn) ? gemm_d_swizzle_bytes(bn) / 2 : unsigned(bn);
 }
 
 constexpr unsigned gemm_smem_d_bytes(int bm, int bn) { return unsigned(bm) * unsigned(bn) * 2u; }
