@@ -207,7 +207,7 @@ TEST(GemmFp8, ValidatesArguments) {
   x = good; x.ldd = 68;              expect_code(x, moekit::ErrorCode::kMisaligned, "ldd % 8");
   x = good; x.a = a.as<char>() + 8;  expect_code(x, moekit::ErrorCode::kMisaligned, "a misaligned");
   x = good; x.d = d.as<char>() + 2;  expect_code(x, moekit::ErrorCode::kMisaligned, "d misaligned");
-  moekit::GemmConfig bad{128, 120, 4, 8, 132};
+  moekit::GemmConfig bad{128, 116, 4, 8, 132};  // block_n not a multiple of 8
   EXPECT_THROW(moekit::gemm_fp8_nt(good, bad, nullptr), moekit::Error);
 }
 
