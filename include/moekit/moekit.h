@@ -5,5 +5,6 @@
 #include "moekit/numerics.h"
 #include "moekit/quantize.h"
 #include "moekit/grouped_gemm.h"
+#include "moekit/moe_ops.h"
 #include "moekit/moe_sort.h"
 #include "moekit/routing.h"
