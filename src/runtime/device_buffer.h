@@ -47,9 +47,12 @@ class DeviceBuffer {
     MOEKIT_CUDA_CHECK(cudaMemcpy(v.data(), ptr_, n * sizeof(T), cudaMemcpyDeviceToHost));
     return v;
   }
-  /// Sets every byte to `value` (synchronous), e.g. to poison an output.
+  /// Sets every byte to `value` (synchronous), e.g. to poison an output. cudaMemset may return
+  /// before it completes, and work on non-blocking streams does not wait for it: synchronize.
   void fill_bytes(int value) {
-    if (bytes_) MOEKIT_CUDA_CHECK(cudaMemset(ptr_, value, bytes_));
+    if (!bytes_) return;
+    MOEKIT_CUDA_CHECK(cudaMemset(ptr_, value, bytes_));
+    MOEKIT_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
  private:
