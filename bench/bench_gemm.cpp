@@ -119,18 +119,6 @@ struct Bf16Set {
   DeviceBuffer a, b;
 };
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
-
-double geomean(const std::vector<double>& v) {
-  if (v.empty()) return std::nan("");
-  double acc = 0.0;
-  for (double x : v) acc += std::log(x);
-  return std::exp(acc / static_cast<double>(v.size()));
-}
 
 }  // namespace
 
@@ -185,12 +173,8 @@ int bench_gemm_main(int argc, char** argv) {
                opt.baseline ? baseline::CublasLt::version().c_str() : "");
   std::fflush(info);
 
-  cudaStream_t stream = nullptr;
-  MOEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } stream_guard{stream};
+  const BenchStream bench_stream;
+  const cudaStream_t stream = bench_stream.get();
 
   std::unique_ptr<baseline::CublasLt> lt;
   if (opt.baseline) lt = std::make_unique<baseline::CublasLt>();

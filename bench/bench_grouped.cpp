@@ -137,18 +137,6 @@ void usage(FILE* out) {
                "  --no-baseline skip cuBLASLt\n");
 }
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
-
-double geomean(const std::vector<double>& v) {
-  if (v.empty()) return std::nan("");
-  double acc = 0.0;
-  for (double x : v) acc += std::log(x);
-  return std::exp(acc / static_cast<double>(v.size()));
-}
 
 /// One rotating input set: A (all allocated rows), B of every expert, and their scales.
 struct Set {
@@ -223,12 +211,8 @@ int bench_grouped_main(int argc, char** argv) {
     std::fprintf(info, "# cuBLASLt: one block-scaled FP8 GEMM per non-empty expert, replayed as one CUDA graph\n");
   std::fflush(info);
 
-  cudaStream_t stream = nullptr;
-  MOEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } stream_guard{stream};
+  const BenchStream bench_stream;
+  const cudaStream_t stream = bench_stream.get();
 
   std::unique_ptr<baseline::CublasLt> lt;
   if (baseline) lt = std::make_unique<baseline::CublasLt>();

@@ -278,4 +278,22 @@ std::string fmt(const char* format, ...) {
   return out;
 }
 
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+double geomean(const std::vector<double>& v) {
+  if (v.empty()) return std::nan("");
+  double acc = 0.0;
+  for (double x : v) acc += std::log(x);
+  return std::exp(acc / static_cast<double>(v.size()));
+}
+
+BenchStream::BenchStream() { MOEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+BenchStream::~BenchStream() {
+  if (s_) cudaStreamDestroy(s_);
+}
+
 }  // namespace moekit::bench

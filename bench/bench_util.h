@@ -40,4 +40,23 @@ class Table {
 /// printf-style formatting into a std::string.
 std::string fmt(const char* format, ...);
 
+/// A non-blocking stream owned by a benchmark (created in the constructor, destroyed after).
+class BenchStream {
+ public:
+  BenchStream();
+  ~BenchStream();
+  BenchStream(const BenchStream&) = delete;
+  BenchStream& operator=(const BenchStream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+/// The text with line breaks replaced by spaces (for error messages in table cells).
+std::string one_line(std::string s);
+
+/// Geometric mean of positive values (NaN for none).
+double geomean(const std::vector<double>& v);
+
 }  // namespace moekit::bench
