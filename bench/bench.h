@@ -5,4 +5,5 @@ namespace moekit::bench {
 int bench_gemm_main(int argc, char** argv);   ///< moekit bench gemm [--csv|--json] [--shapes ...]
 int bench_quant_main(int argc, char** argv);  ///< moekit bench quant [--csv|--json]
 int bench_grouped_main(int argc, char** argv);  ///< moekit bench grouped [--csv|--json] [--reps R]
+int bench_moe_main(int argc, char** argv);      ///< moekit bench moe [--preset P] [--tokens ...]
 }  // namespace moekit::bench

@@ -22,6 +22,8 @@ void usage() {
       "  bench gemm  [--csv|--json] [--shapes M:N:K,...] [--reps R]\n"
       "                              FP8 block-scaled GEMM: ours vs cuBLASLt FP8 block-scaled and BF16\n"
       "  bench quant [--csv|--json]  quantization kernels vs the measured copy bandwidth\n"
+      "  bench moe   [--preset NAME|all] [--tokens T,...] [--reps R] [--csv|--json]\n"
+      "                              the MoE layer (unfused for now) on synthetic weights, per token count\n"
       "  bench grouped [--csv|--json] [--reps R] [--no-baseline]\n"
       "                              grouped FP8 GEMMs (contiguous, masked): ours vs cuBLASLt once per expert\n"
       "  jit warm    [--shapes M:N:K,...]\n"
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
       if (what == "gemm") return moekit::bench::bench_gemm_main(argc - 2, argv + 2);
       if (what == "quant") return moekit::bench::bench_quant_main(argc - 2, argv + 2);
       if (what == "grouped") return moekit::bench::bench_grouped_main(argc - 2, argv + 2);
+      if (what == "moe") return moekit::bench::bench_moe_main(argc - 2, argv + 2);
       std::fprintf(stderr, "moekit: unknown benchmark '%s'\n", what.c_str());
       usage();
       return 2;
