@@ -14,8 +14,11 @@ namespace moekit {
 ///   A-scale layout over `rows` rows (sa[kb * sfa_ld(rows) + r]).
 /// Requires I % 16 == 0, ld_gu % 8 == 0 (≥ 2I), ld_hq % 16 == 0 (≥ I), 16-byte aligned pointers.
 /// limit ≤ 0 disables the clamp. rows == 0 is a no-op. Graph-capturable.
+/// `rows_used` (optional, device int32): only rows below *rows_used are processed (e.g. offsets[E]
+/// of the contiguous layout, so a rows upper bound costs nothing past the real rows); the grid is
+/// still sized from `rows` (no host synchronization).
 void swiglu_quantize(const void* gu, int64_t ld_gu, int64_t rows, int64_t inter, float limit, void* hq,
-                     int64_t ld_hq, float* sa, bool ue8m0, cudaStream_t stream);
+                     int64_t ld_hq, float* sa, bool ue8m0, cudaStream_t stream, const int32_t* rows_used = nullptr);
 
 /// Host reference of swiglu_quantize (gu as float [rows, 2I]); h computed in float exactly as
 /// documented (expf), so only exp rounding can differ from the device.

@@ -97,7 +97,8 @@ void moe_forward_unfused(const MoeUnfusedArgs& a, void* workspace, size_t worksp
   g1.ldd = 2 * a.inter;
   grouped_gemm_fp8_contiguous(g1, p.rows, sort.expert_offsets, sort.expert_counts, stream);
 
-  swiglu_quantize(p.d1, 2 * a.inter, p.rows, a.inter, a.limit, p.hq, a.inter, p.sa2, false, stream);
+  swiglu_quantize(p.d1, 2 * a.inter, p.rows, a.inter, a.limit, p.hq, a.inter, p.sa2, false, stream,
+                  sort.expert_offsets + a.local_count);
 
   GroupedGemmFp8Args g2;
   g2.num_groups = a.local_count;

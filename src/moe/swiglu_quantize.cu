@@ -44,6 +44,7 @@ struct SwigluParams {
   float* sa;
   int64_t sa_ld;  // sfa_ld(rows)
   int64_t units;  // rows * pairs
+  const int32_t* rows_used;  // optional device row count (units past it are skipped)
   float limit;    // > 0: clamp; otherwise no clamp
   int inter;
   int groups;  // ceil(inter / 128)
@@ -67,7 +68,12 @@ __global__ void __launch_bounds__(kThreads) swiglu_quantize_kernel(const SwigluP
   const int half = lane >> 4;
   const int sub = lane & 15;
   const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
-  for (int64_t unit = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); unit < p.units;
+  int64_t units = p.units;
+  if (p.rows_used) {
+    const int64_t used = int64_t(__ldg(p.rows_used)) * p.pairs;
+    units = used < units ? (used > 0 ? used : 0) : units;
+  }
+  for (int64_t unit = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); unit < units;
        unit += warps) {
     const int64_t row = unit / p.pairs;
     const int pair = static_cast<int>(unit - row * p.pairs);
@@ -125,7 +131,7 @@ void launch(const SwigluParams& p, int grid, bool ue8m0, cudaStream_t stream) {
 }  // namespace
 
 void swiglu_quantize(const void* gu, int64_t ld_gu, int64_t rows, int64_t inter, float limit, void* hq,
-                     int64_t ld_hq, float* sa, bool ue8m0, cudaStream_t stream) {
+                     int64_t ld_hq, float* sa, bool ue8m0, cudaStream_t stream, const int32_t* rows_used) {
   static constexpr const char* fn = "moekit::swiglu_quantize";
   MOEKIT_REQUIRE(rows >= 0, ErrorCode::kInvalidArgument, fn, ": rows = ", rows, " must be >= 0");
   MOEKIT_REQUIRE(rows <= (int64_t{1} << 40), ErrorCode::kInvalidArgument, fn, ": rows = ", rows,
@@ -165,8 +171,12 @@ void swiglu_quantize(const void* gu, int64_t ld_gu, int64_t rows, int64_t inter,
   p.groups = static_cast<int>(ceil_div(inter, kQuantBlock));
   p.pairs = static_cast<int>(ceil_div(p.groups, 2));
   p.units = rows * p.pairs;
+  p.rows_used = rows_used;
   const int64_t blocks = ceil_div(p.units, kWarpsPerBlock);
-  const int grid = static_cast<int>(blocks < kMaxGrid ? blocks : kMaxGrid);
+  // With a device row count the real work may be far smaller than `rows`: a bounded grid-stride
+  // grid keeps the launch of empty blocks cheap.
+  const int64_t cap = rows_used ? int64_t(4096) : int64_t(kMaxGrid);
+  const int grid = static_cast<int>(blocks < cap ? blocks : cap);
   if (limit > 0.0f) {
     launch<true>(p, grid, ue8m0, stream);
   } else {

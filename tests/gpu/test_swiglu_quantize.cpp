@@ -320,3 +320,40 @@ TEST(SwigluQuantize, ValidationErrors) {
 }
 
 }  // namespace
+
+// With a device row count, rows at or past it are left untouched and the rows before it equal a
+// call over exactly those rows.
+TEST(SwigluQuantize, DeviceRowCountLimitsTheRows) {
+  const int64_t rows = 200, used = 70, inter = 1408;
+  const int64_t kb = moekit::ceil_div(inter, 128);
+  moekit::detail::DeviceBuffer gu(size_t(rows * 2 * inter * 2)), hq_all(size_t(rows * inter)),
+      hq_lim(size_t(rows * inter)), sa_all(size_t(kb * moekit::sfa_ld(rows) * 4)),
+      sa_lim(size_t(kb * moekit::sfa_ld(rows) * 4)), count(4);
+  moekit::detail::fill_random_bf16(gu.get(), rows * 2 * inter, 8.0f, 777, nullptr);
+  count.upload(std::vector<int32_t>{int32_t(used)});
+  hq_all.fill_bytes(0xA5);
+  hq_lim.fill_bytes(0xA5);
+  sa_all.fill_bytes(0xA5);
+  sa_lim.fill_bytes(0xA5);
+  moekit::swiglu_quantize(gu.get(), 2 * inter, rows, inter, 0.0f, hq_all.get(), inter, sa_all.as<float>(), false,
+                          nullptr);
+  moekit::swiglu_quantize(gu.get(), 2 * inter, rows, inter, 0.0f, hq_lim.get(), inter, sa_lim.as<float>(), false,
+                          nullptr, count.as<int32_t>());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto qa = hq_all.download<uint8_t>(size_t(rows * inter));
+  const auto ql = hq_lim.download<uint8_t>(size_t(rows * inter));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < inter; ++c) {
+      const size_t i = size_t(r * inter + c);
+      if (r < used) ASSERT_EQ(ql[i], qa[i]) << r << "," << c;
+      else ASSERT_EQ(ql[i], 0xA5) << "row past the device count was written: " << r;
+    }
+  const auto s_all = sa_all.download<uint32_t>(size_t(kb * moekit::sfa_ld(rows)));
+  const auto s_lim = sa_lim.download<uint32_t>(size_t(kb * moekit::sfa_ld(rows)));
+  for (int64_t g = 0; g < kb; ++g)
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t i = size_t(g * moekit::sfa_ld(rows) + r);
+      if (r < used) ASSERT_EQ(s_lim[i], s_all[i]);
+      else ASSERT_EQ(s_lim[i], 0xA5A5A5A5u);
+    }
+}
