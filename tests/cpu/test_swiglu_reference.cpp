@@ -222,18 +222,21 @@ TEST(SwigluReference, NaNStaysInItsElement) {
   }
 }
 
+// The moekit::Error code f throws, or 0 if it returns normally.
+template <typename F>
+int code_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return static_cast<int>(e.code());
+  }
+  return 0;
+}
+
 TEST(SwigluReference, ArgumentChecks) {
   std::vector<float> gu(256, 0.0f);
   std::vector<uint8_t> q(128);
   std::vector<float> s(1);
-  auto code_of = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return static_cast<int>(e.code());
-    }
-    return 0;
-  };
   const int inv = static_cast<int>(ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of([&] { swiglu_quantize_reference(gu.data(), -1, 128, 0.0f, q.data(), s.data(), false); }), inv);
   EXPECT_EQ(code_of([&] { swiglu_quantize_reference(gu.data(), 1, -128, 0.0f, q.data(), s.data(), false); }), inv);
@@ -248,14 +251,6 @@ TEST(SwigluQuantizeValidation, RejectsBadArguments) {
   void* const p = reinterpret_cast<void*>(uintptr_t{0x10000});
   float* const sa = reinterpret_cast<float*>(uintptr_t{0x20000});
   char* const b = static_cast<char*>(p);
-  auto code_of = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return static_cast<int>(e.code());
-    }
-    return 0;
-  };
   const int inv = static_cast<int>(ErrorCode::kInvalidArgument);
   const int mis = static_cast<int>(ErrorCode::kMisaligned);
   const int64_t I = 2880;
