@@ -1,0 +1,54 @@
+// The MoE layer's internal forward (SPEC §3): weight preparation and one call that runs
+// sort → permute/quantize → GEMM1(+SwiGLU+requant) → GEMM2(+weighted combine) on a stream.
+// The public MoeLayer (include/moekit/moe_layer.h) is a validated wrapper over these functions;
+// the kernels behind them may change (unfused today, fused epilogues next) without touching it.
+// No host synchronization anywhere: graph-capturable once the kernels are compiled (see
+// moe_forward_prepare_kernels).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+namespace moekit::detail {
+
+/// Sizes of the prepared weight buffers for E experts of shape H x I (bytes).
+struct MoePreparedSizes {
+  size_t w1_bytes;   ///< prepared W1 (FP8)
+  size_t sw1_bytes;  ///< prepared W1 scales (FP32)
+};
+MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t inter);
+
+/// Prepares W1 [E, 2I, H] FP8 with scales sW1 [E, ceil(2I/128), ceil(H/128)] (SPEC convention:
+/// rows [0, I) gate, [I, 2I) up) into w1p / sw1p (sizes from moe_prepared_sizes, 256-byte aligned).
+/// Asynchronous on `stream`; the inputs may be freed once the stream has passed this call.
+void moe_prepare_w1(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,
+                    float* sw1p, cudaStream_t stream);
+
+struct MoeForwardArgs {
+  int64_t num_tokens = 0;                 ///< T
+  int top_k = 0;                          ///< k
+  int64_t hidden = 0;                     ///< H (multiple of 16)
+  int64_t inter = 0;                      ///< I (multiple of 16)
+  int num_experts = 0;                    ///< E_total (ids are checked against it)
+  int local_offset = 0, local_count = 0;  ///< expert-parallel slice; weights hold local_count experts
+  float limit = 0.0f;                     ///< SwiGLU clamp (≤ 0: none)
+  bool deterministic = false;             ///< bit-identical output run to run (ordered combine)
+  const void* x = nullptr;                ///< bf16 [T, H]
+  const int32_t* topk_ids = nullptr;      ///< [T, k]
+  const float* topk_weights = nullptr;    ///< [T, k]
+  const void* w1p = nullptr;              ///< prepared W1 (moe_prepare_w1)
+  const float* sw1p = nullptr;            ///< prepared W1 scales
+  const void* w2 = nullptr;               ///< FP8 [E_local, H, I]
+  const float* sw2 = nullptr;             ///< [E_local, ceil(H/128), ceil(I/128)]
+  void* y = nullptr;                      ///< bf16 [T, H], fully written
+  int32_t* invalid_count = nullptr;       ///< [1] device: slots with an id outside [-1, E_total)
+};
+
+/// Scratch bytes moe_forward needs for T tokens (a pure function of the sizes).
+size_t moe_forward_workspace_size(int64_t num_tokens, int top_k, int64_t hidden, int64_t inter, int local_count);
+
+/// Runs the layer on `stream`; `workspace` 256-byte aligned, at least moe_forward_workspace_size.
+/// Arguments are assumed valid (the public layer validates them).
+void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace moekit::detail
