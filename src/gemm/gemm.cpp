@@ -88,10 +88,11 @@ CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes) {
   }
 }
 
-std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry) {
+std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry,
+                                   const Fp8GemmFamily& family) {
   *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast);
-  return concat("#include \"kernels/sm90/fp8_gemm.cuh\"\n", "extern \"C\" __global__ void __launch_bounds__(",
-                sm90::gemm_num_threads(c.block_m), ", 1)\n", *entry,
+  return concat("#include \"", family.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
+                sm90::gemm_num_threads(c.block_m, family.wg_n), ", 1)\n", *entry,
                 "(const __grid_constant__ moekit::ptx::TmaDescriptor tma_a,\n"
                 " const __grid_constant__ moekit::ptx::TmaDescriptor tma_b,\n"
                 " const __grid_constant__ moekit::ptx::TmaDescriptor tma_sfa,\n"
@@ -102,8 +103,13 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
                 ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
 }
 
+unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family) {
+  return family.epilogue_smem == ~0u ? sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages)
+                                     : sm90::gemm_smem_bytes_with(family.epilogue_smem, c.block_m, c.block_n, c.stages);
+}
+
 void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const Fp8GemmFamily& family) {
   const uint64_t num_kb = static_cast<uint64_t>(ceil_div(op.k, kQuantBlock));
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
   const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.a, op.k, op.rows, op.lda, 128, c.block_m,
@@ -112,28 +118,30 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
                                         c.block_n / c.multicast, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, op.sa, op.rows, num_kb,
                                           sfa_ld(op.rows), sm90::gemm_sfa_box(c.block_m), 1, CU_TENSOR_MAP_SWIZZLE_NONE);
-  const CUtensorMap tma_d = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, op.d, op.n, op.rows, op.ldd,
-                                        sm90::gemm_d_box_cols(c.block_n), c.block_m, swizzle_for_bytes(d_swizzle));
+  const CUtensorMap tma_d = family.tma_d ? *family.tma_d
+                                         : make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, op.d, op.n, op.rows, op.ldd,
+                                                       sm90::gemm_d_box_cols(c.block_n), c.block_m,
+                                                       swizzle_for_bytes(d_swizzle));
   params.m = static_cast<unsigned>(op.rows);
   params.n = static_cast<unsigned>(op.n);
   params.k = static_cast<unsigned>(op.k);
   params.num_kb = static_cast<unsigned>(num_kb);
-  params.num_n_sb = static_cast<unsigned>(ceil_div(op.n, kQuantBlock));
+  params.num_n_sb = static_cast<unsigned>(ceil_div(op.n, family.sb_rows));
   params.sb = op.sb;
   params.raster_group = static_cast<unsigned>(c.raster_group);
   params.d = op.d;
   params.ldd = static_cast<unsigned>(op.ldd);
 
   std::string entry;
-  const std::string source = fp8_gemm_kernel_source(c, body, &entry);
+  const std::string source = fp8_gemm_kernel_source(c, body, &entry, family);
   jit::Kernel kernel = jit::get_kernel(source, entry);
-  const unsigned smem = sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages);
+  const unsigned smem = fp8_gemm_smem_bytes(c, family);
 
   CUlaunchConfig cfg;
   std::memset(&cfg, 0, sizeof cfg);
   cfg.gridDimX = static_cast<unsigned>(c.num_sms);
   cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = static_cast<unsigned>(sm90::gemm_num_threads(c.block_m));
+  cfg.blockDimX = static_cast<unsigned>(sm90::gemm_num_threads(c.block_m, family.wg_n));
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = smem;
   cfg.hStream = reinterpret_cast<CUstream>(stream);

@@ -28,9 +28,19 @@ CUtensorMap make_tma_2d(CUtensorMapDataType dtype, size_t elem_bytes, const void
 /// The TMA swizzle mode for a swizzle span of 32, 64 or 128 bytes (else none).
 CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes);
 
-/// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S>.
+/// What differs between the kernel families that share launch_fp8_gemm.
+struct Fp8GemmFamily {
+  const char* header = "kernels/sm90/fp8_gemm.cuh";  ///< defines the body
+  int wg_n = 1;                                       ///< math warpgroups along N
+  unsigned epilogue_smem = ~0u;                       ///< staging bytes; ~0u: the bf16 D tile
+  const CUtensorMap* tma_d = nullptr;                 ///< null: bf16 D from the operands
+  int sb_rows = 128;                                  ///< rows of B per B-scale block along N
+};
+
+/// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S, C>.
 /// Sets *entry to the entry's name.
-std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry);
+std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry,
+                                   const Fp8GemmFamily& family = {});
 
 /// The operands of one launch of the GEMM family: `rows` rows of A and D, `b_rows` rows of B
 /// (E * n for grouped GEMMs), A scales in the physical layout over `rows`.
@@ -50,6 +60,9 @@ struct Fp8GemmOperands {
 /// caller's), compiles/loads kernel `body` for `c` (cached) and launches it with c.num_sms
 /// persistent CTAs (clusters of c.multicast).
 void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const Fp8GemmFamily& family = {});
+
+/// Dynamic shared memory of configuration `c` in `family`.
+unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family);
 
 }  // namespace moekit::detail

@@ -100,4 +100,34 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
   return best;
 }
 
+namespace {
+int max_stages_with(unsigned epilogue_smem, int bm, int bn, const GemmDeviceLimits& lim) {
+  for (int s = kMaxStages; s >= 2; --s)
+    if (sm90::gemm_smem_bytes_with(epilogue_smem, bm, bn, s) <= lim.smem_bytes) return s;
+  return 0;
+}
+}  // namespace
+
+GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, unsigned epilogue_smem, const GemmDeviceLimits& lim) {
+  GemmConfig c;
+  c.block_m = 64;
+  c.block_n = 256;
+  c.stages = max_stages_with(epilogue_smem, c.block_m, c.block_n, lim);
+  c.multicast = 1;
+  c.raster_group = 8;
+  const int64_t tiles = std::max<int64_t>(1, rows_bound / c.block_m * ceil_div(n, c.block_n));
+  c.num_sms = static_cast<int>(std::min<int64_t>(lim.num_sms, tiles));
+  return c;
+}
+
+GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64_t rows_bound, int64_t n, int64_t k,
+                                   const GemmDeviceLimits& lim) {
+  GemmConfig c = select_gemm_config(rows_per_group, n, k, lim, groups);
+  c.multicast = 1;
+  c.stages = max_stages_with(0, c.block_m, c.block_n, lim);
+  const int64_t tiles = std::max<int64_t>(1, rows_bound / c.block_m * ceil_div(n, c.block_n));
+  c.num_sms = static_cast<int>(std::min<int64_t>(lim.num_sms, tiles));
+  return c;
+}
+
 }  // namespace moekit::detail

@@ -22,6 +22,16 @@ int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim);
 /// expected rows per group).
 GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups = 1);
 
+/// The MoE layer's fused GEMM1 (SwiGLU + FP8 requant epilogue): 64 x 256 tiles of the prepared
+/// W1, as many stages as fit next to the epilogue's `epilogue_smem` bytes, at most one CTA per
+/// tile of `rows_bound` rows x `n` prepared-W1 rows.
+GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, unsigned epilogue_smem, const GemmDeviceLimits& lim);
+
+/// The MoE layer's fused GEMM2 (scatter-add epilogue, no staging buffer): the dense model's tile
+/// for `groups` problems of `rows_per_group` x n x k, with the stages the freed staging memory allows.
+GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64_t rows_bound, int64_t n, int64_t k,
+                                   const GemmDeviceLimits& lim);
+
 /// Empty if `c` can run this shape on this device, else the reason.
 std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim);
 

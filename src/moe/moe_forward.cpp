@@ -1,52 +1,205 @@
-// Internal MoE forward. Stage 0: the prepared W1 is a plain copy and the forward runs the unfused
-// pipeline (moe_unfused.cpp); the fused GEMM1/GEMM2 epilogues replace it behind this interface.
+// Internal MoE forward (moe_forward.h).
+//
+// Fused path (I % 64 == 0, the default):
+//   moe_sort → permute_quantize → moe_gemm1_swiglu (GEMM1 + SwiGLU + FP8 requant in the epilogue:
+//   h never leaves the chip in bf16) → zero y_acc → moe_gemm2_scatter (GEMM2 + router weight +
+//   FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize (y = bf16(y_acc)).
+//   A token's k contributions are summed in FP32 in an unspecified order (atomics), so the last
+//   bit of y can differ between runs.
+// Deterministic mode: GEMM2 writes its rows in bf16 (grouped GEMM) and moe_combine sums each
+//   token's slots in slot order in FP32 — bit-identical run to run.
+// I % 64 != 0 (rare): the unfused pipeline (moe_unfused.cpp) on an unprepared copy of W1.
 #include "moe/moe_forward.h"
 
+#include <algorithm>
+
 #include "common/check.h"
+#include "moe/moe_gemm.h"
 #include "moe/moe_unfused.h"
+#include "moekit/grouped_gemm.h"
+#include "moekit/moe_ops.h"
+#include "moekit/moe_sort.h"
 #include "moekit/numerics.h"
 
 namespace moekit::detail {
+namespace {
+
+bool fused_layout(int64_t inter) { return inter % 64 == 0; }
+
+struct Carver {
+  char* base;
+  size_t used = 0;
+  template <typename T>
+  T* take(int64_t count) {
+    used = (used + 255) / 256 * 256;
+    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+    used += static_cast<size_t>(std::max<int64_t>(count, 0)) * sizeof(T);
+    return p;
+  }
+};
+
+struct Plan {
+  MoeSortBuffers sort;
+  void* sort_ws;
+  size_t sort_ws_bytes;
+  uint8_t* xq;
+  float* sx;
+  uint8_t* a_perm;
+  float* sa_perm;
+  uint8_t* hq;
+  float* sh;
+  float* y_acc;     // fused GEMM2
+  uint16_t* d2;     // deterministic GEMM2
+  int64_t rows;
+  size_t bytes;
+};
+
+Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_count) {
+  Carver c{base};
+  Plan p{};
+  p.rows = moe_sort_rows_bound(t, k, local_count);
+  p.sort.expert_counts = c.take<int32_t>(local_count);
+  p.sort.expert_offsets = c.take<int32_t>(local_count + 1);
+  p.sort.permuted_to_expanded = c.take<int32_t>(p.rows);
+  p.sort.expanded_to_permuted = c.take<int32_t>(std::max<int64_t>(t * k, 1));
+  p.sort_ws_bytes = moe_sort_workspace_size(t, k, local_count);
+  p.sort_ws = c.take<char>(static_cast<int64_t>(p.sort_ws_bytes));
+  p.xq = c.take<uint8_t>(std::max<int64_t>(t, 1) * h);
+  p.sx = c.take<float>(std::max<int64_t>(t, 1) * ceil_div(h, kQuantBlock));
+  p.a_perm = c.take<uint8_t>(p.rows * h);
+  p.sa_perm = c.take<float>(sfa_physical_size(p.rows, h));
+  p.hq = c.take<uint8_t>(p.rows * inter);
+  p.sh = c.take<float>(sfa_physical_size(p.rows, inter));
+  // GEMM2's output: the FP32 accumulator, or (deterministic mode) bf16 rows; never both.
+  const int64_t out_bytes = std::max<int64_t>(t * h * 4, p.rows * h * 2);
+  p.y_acc = reinterpret_cast<float*>(c.take<char>(out_bytes));
+  p.d2 = reinterpret_cast<uint16_t*>(p.y_acc);
+  p.bytes = c.used;
+  return p;
+}
+
+}  // namespace
 
 MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t inter) {
   MoePreparedSizes s;
-  s.w1_bytes = static_cast<size_t>(num_experts) * size_t(2 * inter) * size_t(hidden);
-  s.sw1_bytes = static_cast<size_t>(num_experts) * size_t(ceil_div(2 * inter, kQuantBlock)) *
-                size_t(ceil_div(hidden, kQuantBlock)) * sizeof(float);
+  const int64_t kbh = ceil_div(hidden, kQuantBlock);
+  if (fused_layout(inter)) {
+    const int64_t rows_p = moe_prepared_w1_rows(inter);
+    s.w1_bytes = static_cast<size_t>(num_experts) * size_t(rows_p) * size_t(hidden);
+    s.sw1_bytes = static_cast<size_t>(num_experts) * size_t(rows_p / 64) * size_t(kbh) * sizeof(float);
+  } else {
+    s.w1_bytes = static_cast<size_t>(num_experts) * size_t(2 * inter) * size_t(hidden);
+    s.sw1_bytes = static_cast<size_t>(num_experts) * size_t(ceil_div(2 * inter, kQuantBlock)) * size_t(kbh) *
+                  sizeof(float);
+  }
   return s;
 }
 
 void moe_prepare_w1(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,
                     float* sw1p, cudaStream_t stream) {
+  if (fused_layout(inter)) {
+    moe_prepare_w1_fused(w1, sw1, num_experts, hidden, inter, w1p, sw1p, stream);
+    return;
+  }
   const MoePreparedSizes s = moe_prepared_sizes(num_experts, hidden, inter);
   MOEKIT_CUDA_CHECK(cudaMemcpyAsync(w1p, w1, s.w1_bytes, cudaMemcpyDeviceToDevice, stream));
   MOEKIT_CUDA_CHECK(cudaMemcpyAsync(sw1p, sw1, s.sw1_bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
 size_t moe_forward_workspace_size(int64_t num_tokens, int top_k, int64_t hidden, int64_t inter, int local_count) {
-  return moe_unfused_workspace_size(num_tokens, top_k, hidden, inter, local_count);
+  if (!fused_layout(inter)) return moe_unfused_workspace_size(num_tokens, top_k, hidden, inter, local_count);
+  return carve(nullptr, num_tokens, top_k, hidden, inter, local_count).bytes;
 }
 
 void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  MoeUnfusedArgs u;
-  u.num_tokens = a.num_tokens;
-  u.top_k = a.top_k;
-  u.hidden = a.hidden;
-  u.inter = a.inter;
-  u.num_experts = a.num_experts;
-  u.local_offset = a.local_offset;
-  u.local_count = a.local_count;
-  u.limit = a.limit;
-  u.x = a.x;
-  u.topk_ids = a.topk_ids;
-  u.topk_weights = a.topk_weights;
-  u.w1 = a.w1p;
-  u.sw1 = a.sw1p;
-  u.w2 = a.w2;
-  u.sw2 = a.sw2;
-  u.y = a.y;
-  u.invalid_count = a.invalid_count;
-  moe_forward_unfused(u, workspace, workspace_bytes, stream);
+  if (!fused_layout(a.inter)) {
+    MoeUnfusedArgs u;
+    u.num_tokens = a.num_tokens;
+    u.top_k = a.top_k;
+    u.hidden = a.hidden;
+    u.inter = a.inter;
+    u.num_experts = a.num_experts;
+    u.local_offset = a.local_offset;
+    u.local_count = a.local_count;
+    u.limit = a.limit;
+    u.x = a.x;
+    u.topk_ids = a.topk_ids;
+    u.topk_weights = a.topk_weights;
+    u.w1 = a.w1p;
+    u.sw1 = a.sw1p;
+    u.w2 = a.w2;
+    u.sw2 = a.sw2;
+    u.y = a.y;
+    u.invalid_count = a.invalid_count;
+    moe_forward_unfused(u, workspace, workspace_bytes, stream);
+    return;
+  }
+  const Plan p = carve(static_cast<char*>(workspace), a.num_tokens, a.top_k, a.hidden, a.inter, a.local_count);
+  MOEKIT_REQUIRE(workspace_bytes >= p.bytes, ErrorCode::kInvalidArgument, "moekit::detail::moe_forward: workspace ",
+                 workspace_bytes, " bytes < ", p.bytes, " needed");
+  MoeSortBuffers sort = p.sort;
+  sort.invalid_count = a.invalid_count;
+  moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.sort_ws,
+           p.sort_ws_bytes, stream);
+  if (a.num_tokens == 0) return;
+  permute_quantize(a.x, a.num_tokens, a.hidden, a.top_k, sort.permuted_to_expanded, p.rows, p.xq, p.sx, p.a_perm,
+                   p.sa_perm, false, stream);
+  const int64_t per_expert = ceil_div(a.num_tokens * a.top_k, a.local_count);
+
+  MoeGemm1Args g1;
+  g1.a = p.a_perm;
+  g1.sa = p.sa_perm;
+  g1.rows = p.rows;
+  g1.hidden = a.hidden;
+  g1.inter = a.inter;
+  g1.num_experts = a.local_count;
+  g1.offsets = sort.expert_offsets;
+  g1.counts = sort.expert_counts;
+  g1.w1p = a.w1p;
+  g1.sw1p = a.sw1p;
+  g1.limit = a.limit;
+  g1.hq = p.hq;
+  g1.sh = p.sh;
+  g1.expected_rows_per_expert = per_expert;
+  moe_gemm1_swiglu(g1, stream);
+
+  if (a.deterministic) {
+    GroupedGemmFp8Args g2;
+    g2.num_groups = a.local_count;
+    g2.n = a.hidden;
+    g2.k = a.inter;
+    g2.a = p.hq;
+    g2.lda = a.inter;
+    g2.sa = p.sh;
+    g2.b = a.w2;
+    g2.ldb = a.inter;
+    g2.sb = a.sw2;
+    g2.d = p.d2;
+    g2.ldd = a.hidden;
+    grouped_gemm_fp8_contiguous(g2, p.rows, sort.expert_offsets, sort.expert_counts, stream);
+    moe_combine(p.d2, a.hidden, sort.expanded_to_permuted, a.topk_weights, a.num_tokens, a.top_k, a.hidden, a.y,
+                a.hidden, stream);
+    return;
+  }
+  MOEKIT_CUDA_CHECK(cudaMemsetAsync(p.y_acc, 0, size_t(a.num_tokens * a.hidden) * sizeof(float), stream));
+  MoeGemm2Args g2;
+  g2.hq = p.hq;
+  g2.sh = p.sh;
+  g2.rows = p.rows;
+  g2.hidden = a.hidden;
+  g2.inter = a.inter;
+  g2.num_experts = a.local_count;
+  g2.offsets = sort.expert_offsets;
+  g2.counts = sort.expert_counts;
+  g2.w2 = a.w2;
+  g2.sw2 = a.sw2;
+  g2.row_map = sort.permuted_to_expanded;
+  g2.topk_weights = a.topk_weights;
+  g2.top_k = a.top_k;
+  g2.y_acc = p.y_acc;
+  g2.expected_rows_per_expert = per_expert;
+  moe_gemm2_scatter(g2, stream);
+  moe_finalize_bf16(p.y_acc, a.num_tokens, a.hidden, a.y, stream);
 }
 
 }  // namespace moekit::detail

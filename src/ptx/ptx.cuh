@@ -229,6 +229,35 @@ __device__ __forceinline__ void st_global_v4(void* ptr, const u32 (&v)[4]) {
                : "memory");
 }
 
+/// Two floats → two E4M3 bytes (`lo` in the low byte), round to nearest even, saturating to ±448
+/// (NaN stays NaN): the SPEC §1 conversion.
+__device__ __forceinline__ u16 pack_e4m3x2(float lo, float hi) {
+  u16 r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+/// 4-byte shared-memory store and load.
+__device__ __forceinline__ void st_shared_f32(u32 addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+__device__ __forceinline__ float ld_shared_f32(u32 addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+/// 2-byte shared-memory store.
+__device__ __forceinline__ void st_shared_u16(u32 addr, u16 v) {
+  asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "h"(v) : "memory");
+}
+
+/// Vector atomic add without return: ptr[0..3] += v[0..3] (FP32, 16-byte aligned, sm_90).
+__device__ __forceinline__ void red_add_v4_f32(float* ptr, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+}
+
 /// Packs two floats to bf16x2 (round to nearest even): `lo` to the low half (lower address).
 __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
   u32 r;

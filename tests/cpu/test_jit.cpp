@@ -67,6 +67,31 @@ TEST(Jit, GroupedGemmFamiliesCompileForSm90a) {
     }
 }
 
+// The MoE layer's fused GEMMs: GEMM1 (two warpgroups along N, 64-row B scales, SwiGLU + FP8
+// requant epilogue) and GEMM2 (scatter-add epilogue), contiguous and masked schedulers.
+TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
+  moekit::detail::Fp8GemmFamily family;
+  family.header = "kernels/sm90/moe_gemm.cuh";
+  struct Case {
+    const char* body;
+    moekit::GemmConfig c;
+    int wg_n;
+  };
+  const Case cases[] = {{"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 1}, 2},
+                        {"moe_gemm1_swiglu_masked", {64, 256, 4, 1, 132, 1}, 2},
+                        {"moe_gemm2_scatter_contiguous", {128, 128, 6, 8, 132, 1}, 1},
+                        {"moe_gemm2_scatter_masked", {64, 160, 6, 1, 132, 1}, 1}};
+  for (const Case& k : cases) {
+    family.wg_n = k.wg_n;
+    std::string entry;
+    const std::string src = moekit::detail::fp8_gemm_kernel_source(k.c, k.body, &entry, family);
+    SCOPED_TRACE(entry);
+    std::vector<char> cubin;
+    ASSERT_NO_THROW(cubin = moekit::jit::compile_cubin(src, entry));
+    EXPECT_TRUE(has_elf_magic(cubin));
+  }
+}
+
 TEST(Jit, DiskCacheIsReused) {
   const moekit::GemmConfig c{64, 32, 4, 1, 132};
   std::string entry;

@@ -8,15 +8,13 @@
 
 namespace moekit::sm90 {
 
-/// Identity of a math thread inside the CTA.
-struct MathThread {
-  u32 warpgroup;  ///< math warpgroup (64 rows of the tile each)
-  u32 warp;       ///< warp within the warpgroup
-  u32 lane;
-};
-
-template <int kBlockM, int kBlockN, int kMathThreads>
+template <class T>
 struct Bf16TmaEpilogue {
+  static constexpr int kBlockM = T::kBlockM;
+  static constexpr int kBlockN = T::kBlockN;
+  static constexpr u32 kMathThreads = T::kMathThreads;
+  static_assert(T::kWgN == 1, "the bf16 epilogue stores tiles of warpgroups stacked along M");
+  static constexpr u32 kSmemBytes = gemm_smem_d_bytes(kBlockM, kBlockN);
   static constexpr u32 kSwizzle = gemm_d_swizzle_bytes(kBlockN);  // 0: unswizzled rows
   static constexpr u32 kAtomCols = gemm_d_box_cols(kBlockN);       // bf16 columns per atom
   static constexpr u32 kRowBytes = kAtomCols * 2;                  // bytes per atom row

@@ -21,33 +21,42 @@
 
 namespace moekit::sm90 {
 
-template <int kBlockM_, int kBlockN_, int kStages_, int kCluster_>
+template <int kBlockM_, int kBlockN_, int kStages_, int kCluster_, int kWgN_ = 1, int kSbRows_ = 128>
 struct Fp8GemmTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   /// CTAs per cluster along M; with 2, each CTA loads half of the shared B tile and multicasts it.
   static constexpr int kCluster = kCluster_;
-  static constexpr int kMathWarpgroups = kBlockM / 64;
+  /// Math warpgroups along N: 1 (each owns 64 rows x BLOCK_N) or 2 (each owns 64 rows x BLOCK_N/2,
+  /// sharing the A tile: the MoE GEMM1 tile whose gate and up halves must meet in one CTA).
+  static constexpr int kWgN = kWgN_;
+  static constexpr int kWgM = kBlockM / 64;
+  /// Rows of B per B-scale block along N: 128 (SPEC weights) or 64 (prepared, interleaved W1).
+  static constexpr int kSbRows = kSbRows_;
+  static constexpr int kWgCols = kBlockN / kWgN;  ///< accumulator columns per math warpgroup
+  static constexpr int kMathWarpgroups = kWgM * kWgN;
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
-  static constexpr int kThreads = gemm_num_threads(kBlockM);
-  static constexpr u32 kSmemD = gemm_smem_d_bytes(kBlockM, kBlockN);
+  static constexpr int kThreads = gemm_num_threads(kBlockM, kWgN);
   static constexpr u32 kSmemA = gemm_smem_a_bytes(kBlockM);
   static constexpr u32 kSmemB = gemm_smem_b_bytes(kBlockN);
   static constexpr u32 kSmemSfa = gemm_smem_sfa_bytes(kBlockM);
   static constexpr u32 kStageTxBytes = gemm_stage_tx_bytes(kBlockM, kBlockN);
-  /// B tiles that never straddle a 128-row scale block need one B scale per K block.
-  static constexpr bool kUniformSfb = (128 % kBlockN == 0);
+  /// A warpgroup's columns never straddle a B-scale block: one B scale per K block.
+  static constexpr bool kUniformSfb = (kSbRows % kWgCols == 0);
   static constexpr u32 kProducerRegs = 40;
   static constexpr u32 kMathRegs = 232;
 
   static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64 or 128");
-  static_assert(gemm_block_n_supported(kBlockN), "unsupported BLOCK_N");
+  static_assert(kWgN == 1 ? gemm_block_n_supported(kBlockN) : (kWgN == 2 && kWgCols % 8 == 0 && kWgCols <= 128),
+                "unsupported BLOCK_N");
+  static_assert(kSbRows == 128 || kSbRows == 64, "B-scale blocks of 128 or 64 rows");
+  static_assert(kWgCols <= 2 * kSbRows, "a warpgroup's columns may span at most two B-scale blocks");
   static_assert(kStages >= 2, "need at least two stages");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
+  static_assert(kCluster == 1 || kWgN == 1, "multicast only with warpgroups along M");
   static_assert((kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
-  static_assert(kSmemD % 1024 == 0 && kSmemA % 1024 == 0 && kSmemB % 1024 == 0,
-                "swizzled tiles must stay 1024-byte aligned");
+  static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "swizzled tiles must stay 1024-byte aligned");
   static_assert(kSmemSfa % 128 == 0, "TMA destinations must stay 128-byte aligned");
 };
 
@@ -65,18 +74,17 @@ struct KBlockScales {
 ///    warpgroup's FP32 promotion of kb overlaps its own tensor-core work on kb+1.
 ///  * serial (wider tiles): issue, wait for all, promote; overlap comes only from the other math
 ///    warpgroup.
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+template <class T>
 struct Fp8GemmMath {
-  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  using Mma = ptx::WgmmaE4M3<kBlockN>;
-  static constexpr int kAcc = kBlockN / 2;
+  using Mma = ptx::WgmmaE4M3<T::kWgCols>;
+  static constexpr int kAcc = T::kWgCols / 2;
   static constexpr bool kPipelined = 3 * kAcc <= 192;
 
   const GemmParams& p;
   u32 s_a, s_b, s_full, s_empty;
   const float* sfa_smem;
   MathThread th;
-  u32 r0;  // this thread's rows in the tile: r0 and r0 + 8
+  u32 r0;  // this thread's rows in its warpgroup's 64: r0 and r0 + 8
   u32 stage = 0, phase = 0;
   // Per tile:
   const float* sb_row0 = nullptr;
@@ -85,23 +93,24 @@ struct Fp8GemmMath {
   u32 sfa_row = 0;     // this thread's first row in the A-scale stage (r0 + m0 % 4)
 
   __device__ __forceinline__ void advance() {
-    if (++stage == kStages) {
+    if (++stage == T::kStages) {
       stage = 0;
       phase ^= 1u;
     }
   }
 
   __device__ __forceinline__ void begin_tile(const Tile& t) {
-    // One 128-row B-scale block, or two when the tile straddles a block boundary. Read from global
-    // memory (warp-uniform, L1-resident) when the stage is issued, used one step later.
+    // One B-scale block, or two when this warpgroup's columns straddle a block boundary. Read from
+    // global memory (warp-uniform, L1-resident) when the stage is issued, used one step later.
     const float* sb = p.sb + t.sb_offset;
-    const u32 blk0 = t.n0 / 128;
+    const u32 n_wg = t.n0 + th.wn * u32(T::kWgCols);
+    const u32 blk0 = n_wg / u32(T::kSbRows);
     const u32 blk1 = (blk0 + 1 < p.num_n_sb) ? blk0 + 1 : blk0;
     sb_row0 = sb + blk0 * p.num_kb;
     sb_row1 = sb + blk1 * p.num_kb;
-    const u32 n_in_blk = t.n0 % 128;
-    num_former = T::kUniformSfb ? kBlockN / 8 : ((128 - n_in_blk) < u32(kBlockN) ? (128 - n_in_blk) : u32(kBlockN)) / 8;
-    sfa_row = r0 + (t.m0 & 3u);
+    const u32 left = u32(T::kSbRows) - n_wg % u32(T::kSbRows);
+    num_former = T::kUniformSfb ? u32(T::kWgCols) / 8 : (left < u32(T::kWgCols) ? left : u32(T::kWgCols)) / 8;
+    sfa_row = th.wm * 64 + r0 + (t.m0 & 3u);
   }
 
   /// Waits for the current stage and reads its scales.
@@ -118,8 +127,8 @@ struct Fp8GemmMath {
 
   /// Issues the four k=32 wgmmas of the current stage into `acc` (overwriting it) and commits.
   __device__ __forceinline__ void issue(float (&acc)[kAcc]) {
-    const ptx::u64 desc_a = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + th.warpgroup * 64 * kGemmBlockK);
-    const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB);
+    const ptx::u64 desc_a = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + th.wm * 64 * kGemmBlockK);
+    const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB + th.wn * T::kWgCols * kGemmBlockK);
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[i]);
     __syncwarp();  // wgmma is .sync.aligned: every lane must arrive converged
@@ -132,9 +141,9 @@ struct Fp8GemmMath {
   /// Lets every producer of the cluster refill stage `st` (its wgmmas have completed).
   __device__ __forceinline__ void release(u32 st) {
     if (th.lane != 0) return;
-    if constexpr (kCluster > 1) {
+    if constexpr (T::kCluster > 1) {
 #pragma unroll
-      for (u32 r = 0; r < u32(kCluster); ++r) ptx::mbar_arrive_cluster(ptx::map_to_cta(s_empty + 8 * st, r));
+      for (u32 r = 0; r < u32(T::kCluster); ++r) ptx::mbar_arrive_cluster(ptx::map_to_cta(s_empty + 8 * st, r));
     } else {
       ptx::mbar_arrive(s_empty + 8 * st);
     }
@@ -147,7 +156,7 @@ struct Fp8GemmMath {
     const float s00 = s.sa0 * s.sb0, s10 = s.sa1 * s.sb0;
     const float s01 = s.sa0 * s.sb1, s11 = s.sa1 * s.sb1;
 #pragma unroll
-    for (u32 i = 0; i < kBlockN / 8; ++i) {
+    for (u32 i = 0; i < u32(T::kWgCols) / 8; ++i) {
       const bool first = T::kUniformSfb || i < num_former;
       const float lo = first ? s00 : s01;
       const float hi = first ? s10 : s11;
@@ -214,18 +223,21 @@ struct Fp8GemmMath {
   }
 };
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster, class Scheduler, class Epilogue>
+template <class T, class Scheduler, class Epilogue>
 __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 s_a, u32 s_b, u32 s_full,
                                               u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d) {
-  Fp8GemmMath<kBlockM, kBlockN, kStages, kCluster> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
-  m.th.warpgroup = threadIdx.x / 128;
+  Fp8GemmMath<T> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
+  const u32 wg = threadIdx.x / 128;
+  m.th.warpgroup = wg;
+  m.th.wm = wg % u32(T::kWgM);
+  m.th.wn = wg / u32(T::kWgM);
   m.th.warp = (threadIdx.x % 128) / 32;
   m.th.lane = ptx::lane_id();
-  m.r0 = m.th.warpgroup * 64 + m.th.warp * 16 + m.th.lane / 4;
+  m.r0 = m.th.warp * 16 + m.th.lane / 4;
 
   Scheduler sched(p);
   Tile t;
-  float out[kBlockN / 2];
+  float out[Fp8GemmMath<T>::kAcc];
   while (sched.next(t)) {
     m.begin_tile(t);
     m.k_loop(out);
@@ -234,19 +246,22 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   Epilogue::finish(m.th);
 }
 
-/// The whole kernel: shared-memory carve-up, barrier setup, producer and math roles.
-template <int kBlockM, int kBlockN, int kStages, int kCluster, class Scheduler, class Epilogue>
+/// The whole kernel: shared-memory carve-up, barrier setup, producer and math roles. The epilogue's
+/// staging buffer (Epilogue::kSmemBytes, 1024-byte aligned) comes first.
+template <class T, class Scheduler, class Epilogue>
 __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                   const ptx::TmaDescriptor& tma_sfa,
                                                   const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
-  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
+  constexpr int kStages = T::kStages;
+  constexpr int kCluster = T::kCluster;
+  static_assert(Epilogue::kSmemBytes % 1024 == 0, "the staging buffer keeps the stages 1024-byte aligned");
 
   extern __shared__ ptx::u8 smem_raw[];
   const u32 raw = ptx::smem_addr(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
   ptx::u8* smem = smem_raw + (base - raw);
   const u32 s_d = base;
-  const u32 s_a = s_d + T::kSmemD;
+  const u32 s_a = s_d + Epilogue::kSmemBytes;
   const u32 s_b = s_a + kStages * T::kSmemA;
   const u32 s_sfa = s_b + kStages * T::kSmemB;
   const u32 s_full = s_sfa + kStages * T::kSmemSfa;
@@ -288,7 +303,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
             // This CTA's slice of the shared B tile, into the same stage of every CTA.
             const u32 rank = ptx::cluster_ctarank();
             ptx::tma_load_2d_multicast(s_b + stage * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full,
-                                       int(kb * kGemmBlockK), int(t.b_row0 + rank * (kBlockN / kCluster)),
+                                       int(kb * kGemmBlockK), int(t.b_row0 + rank * (T::kBlockN / kCluster)),
                                        ptx::u16((1u << kCluster) - 1));
           } else {
             ptx::tma_load_2d(s_b + stage * T::kSmemB, &tma_b, full, int(kb * kGemmBlockK), int(t.b_row0));
@@ -304,8 +319,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   } else {
     // ------------------------------------------------------------------ math warpgroups
     ptx::setmaxnreg_inc<T::kMathRegs>();
-    fp8_gemm_math<kBlockM, kBlockN, kStages, kCluster, Scheduler, Epilogue>(p, s_d, s_a, s_b, s_full, s_empty,
-                                                                            sfa_smem, tma_d);
+    fp8_gemm_math<T, Scheduler, Epilogue>(p, s_d, s_a, s_b, s_full, s_empty, sfa_smem, tma_d);
   }
   // No CTA may leave while a peer can still multicast into it or arrive on its barriers.
   if constexpr (kCluster > 1) ptx::cluster_sync();
@@ -317,8 +331,8 @@ __device__ __forceinline__ void fp8_gemm_dense(const ptx::TmaDescriptor& tma_a, 
                                                const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
                                                const GemmParams& p) {
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  fp8_gemm_mainloop<kBlockM, kBlockN, kStages, kCluster, DenseScheduler<kBlockM, kBlockN, kCluster>,
-                    Bf16TmaEpilogue<kBlockM, kBlockN, T::kMathThreads>>(tma_a, tma_b, tma_sfa, tma_d, p);
+  fp8_gemm_mainloop<T, DenseScheduler<kBlockM, kBlockN, kCluster>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d,
+                                                                                       p);
 }
 
 /// Contiguous (flat, expert-sorted, 128-aligned segments) grouped GEMM.
@@ -328,8 +342,7 @@ __device__ __forceinline__ void fp8_gemm_contiguous(const ptx::TmaDescriptor& tm
                                                     const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
   static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  fp8_gemm_mainloop<kBlockM, kBlockN, kStages, kCluster, ContiguousScheduler<kBlockM, kBlockN>,
-                    Bf16TmaEpilogue<kBlockM, kBlockN, T::kMathThreads>>(tma_a, tma_b, tma_sfa, tma_d, p);
+  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
 /// Masked ([E, max_m] with per-group counts) grouped GEMM.
@@ -339,8 +352,7 @@ __device__ __forceinline__ void fp8_gemm_masked(const ptx::TmaDescriptor& tma_a,
                                                 const GemmParams& p) {
   static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  fp8_gemm_mainloop<kBlockM, kBlockN, kStages, kCluster, MaskedScheduler<kBlockM, kBlockN>,
-                    Bf16TmaEpilogue<kBlockM, kBlockN, T::kMathThreads>>(tma_a, tma_b, tma_sfa, tma_d, p);
+  fp8_gemm_mainloop<T, MaskedScheduler<kBlockM, kBlockN>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
 }  // namespace moekit::sm90

@@ -55,10 +55,14 @@ constexpr unsigned gemm_stage_bytes(int bm, int bn) {
 constexpr unsigned gemm_stage_tx_bytes(int bm, int bn) {
   return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + gemm_sfa_box(bm) * 4u;
 }
-/// Total dynamic shared memory of a configuration (independent of the shape).
-constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages) {
-  return 1024u /* alignment slack */ + gemm_smem_d_bytes(bm, bn) + unsigned(stages) * gemm_stage_bytes(bm, bn) +
+/// Total dynamic shared memory with an epilogue staging buffer of `epilogue_bytes`.
+constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn, int stages) {
+  return 1024u /* alignment slack */ + epilogue_bytes + unsigned(stages) * gemm_stage_bytes(bm, bn) +
          unsigned(stages) * 16u;
+}
+/// Total dynamic shared memory of a configuration with the bf16 epilogue (independent of the shape).
+constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages) {
+  return gemm_smem_bytes_with(gemm_smem_d_bytes(bm, bn), bm, bn, stages);
 }
 
 /// Run-time shape parameters shared by the GEMM kernels (passed by value; same layout on host
@@ -78,9 +82,22 @@ struct GemmParams {
   unsigned group_max_m;      ///< masked: rows per group in A and D
   void* d;                   ///< D base, for the row-masked store of partial tiles
   unsigned ldd;              ///< D row stride in elements
+  // MoE epilogues (kernels/sm90/epilogue_moe.cuh; unused elsewhere):
+  float limit;               ///< GEMM1: SwiGLU clamp when > 0
+  float* sa_out;             ///< GEMM1: scales of the FP8 output, physical A-scale layout
+  unsigned sa_out_ld;        ///< GEMM1: sfa_ld(rows) of sa_out
+  const int* row_map;        ///< GEMM2: expanded index (t * top_k + j) of each row, < 0 for padding
+  const float* row_weight;   ///< GEMM2: router weight of each expanded index
+  float* out_acc;            ///< GEMM2: FP32 [tokens, n] output that rows are scatter-added into
+  unsigned top_k;            ///< GEMM2: k
 };
 
-/// Threads per CTA: one warpgroup per 64 rows of BLOCK_M for the math, plus one producer warpgroup.
-constexpr int gemm_num_threads(int bm) { return (bm / 64) * 128 + 128; }
+/// Shared memory of the MoE GEMM1 epilogue for a 64-row tile: the FP8 tile of 128 h columns
+/// (128-byte swizzled rows) and the two warpgroups' row maxima, rounded to 1024 bytes.
+constexpr unsigned kSwigluEpilogueSmem = 64u * 128u + 1024u;
+
+/// Threads per CTA: one math warpgroup per 64 rows of BLOCK_M (times `wg_n` warpgroups side by side
+/// along N), plus one producer warpgroup.
+constexpr int gemm_num_threads(int bm, int wg_n = 1) { return (bm / 64) * wg_n * 128 + 128; }
 
 }  // namespace moekit::sm90

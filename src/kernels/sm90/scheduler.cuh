@@ -20,6 +20,14 @@ struct Tile {
   u32 valid_rows;  ///< rows of the tile that belong to its group (< BLOCK_M: the rest must not be written)
 };
 
+/// Identity of a math thread inside the CTA.
+struct MathThread {
+  u32 warpgroup;  ///< math warpgroup index
+  u32 wm, wn;     ///< its position in the tile: rows [64 wm, 64 wm + 64), column slice wn
+  u32 warp;       ///< warp within the warpgroup
+  u32 lane;
+};
+
 /// Rasterized tile order shared by the schedulers: tiles visited in groups of `group` M blocks
 /// (of num_m); inside a group the M block changes fastest, so concurrently running CTAs share B
 /// tiles and a few A tiles in L2.

@@ -1,0 +1,142 @@
+// Epilogues of the MoE layer's two grouped GEMMs (SPEC §3), plugged into the sm90 FP8 mainloop.
+//
+// SwigluFp8Epilogue — GEMM1. Tile 64 rows x 256 columns of the prepared W1 (moe_prepare_w1), two
+//   math warpgroups side by side: warpgroup wn holds columns [128 wn, 128 wn + 128) = 64 gate and
+//   the 64 up columns of the same h indices, so h = silu(g) * u is formed in registers:
+//     acc[4i + j] (chunk i < 8) is g and acc[32 + 4i + j] is u of h column 64 wn + 8i + 2(l%4) + j%2,
+//     row r0 (j < 2) or r0 + 8 (j ≥ 2).
+//   The 1x128 quantization block of h is the tile's 128 h columns: each warpgroup reduces its row
+//   maxima over a quad (shuffles), the two warpgroups swap them through shared memory, and both
+//   quantize with s = max(amax, 1e-4) / 448, q = e4m3(h / s) (IEEE division, RN, satfinite) — the
+//   operations of the host quantizer, so h never makes a bf16 round trip. q goes to a 128-byte
+//   swizzled staging tile and out with one TMA store (clipped at I and at the tensor's rows); the
+//   scale to sa_out[h_block * sa_out_ld + row] (the A-scale layout GEMM2 reads).
+//   Rows past the tile's valid rows are padding of the same expert segment (64-row tiles never
+//   cross the 128-aligned segments): computing and storing them is harmless, GEMM2 skips them.
+//
+// ScatterAddEpilogue — GEMM2. Each valid row r of the tile with e = row_map[m0 + r] ≥ 0 is added,
+//   times row_weight[e], into out_acc[e / top_k, n0 : n0 + BLOCK_N] with 16-byte FP32 vector
+//   atomics (red.global.add.v4.f32): lanes l and l^1 swap halves so each lane owns 4 consecutive
+//   columns of one row (even lanes row r0, odd lanes row r0 + 8). The sum over a token's slots is
+//   FP32 but its order is not fixed (see the layer's deterministic mode).
+#pragma once
+#include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "kernels/sm90/scheduler.cuh"
+#include "ptx/ptx.cuh"
+
+namespace moekit::sm90 {
+
+template <class T>
+struct SwigluFp8Epilogue {
+  static_assert(T::kBlockM == 64 && T::kWgN == 2 && T::kWgCols == 128, "GEMM1 tile: 64 x (2 x 128)");
+  static constexpr u32 kSmemBytes = kSwigluEpilogueSmem;
+  static constexpr u32 kMathThreads = T::kMathThreads;
+  static constexpr u32 kXchOffset = 64u * 128u;  // row maxima [2][64] floats after the tile
+
+  /// Byte offset of FP8 column c (0..127) of row r in the 128-byte swizzled staging tile.
+  __device__ __forceinline__ static u32 staging_offset(u32 r, u32 c) {
+    return r * 128u + ((((c >> 4) ^ (r & 7u)) << 4) | (c & 15u));
+  }
+
+  __device__ __forceinline__ static float swiglu(float g, float u, float limit) {
+    if (limit > 0.0f) {
+      g = g > limit ? limit : g;                          // comparisons keep NaN
+      u = u > limit ? limit : (u < -limit ? -limit : u);
+    }
+    return __fdiv_rn(g, 1.0f + expf(-g)) * u;
+  }
+
+  __device__ __forceinline__ static void store(float (&acc)[64], const Tile& t, const GemmParams& p, u32 smem_d,
+                                               const ptx::TmaDescriptor& tma_d, const MathThread& th) {
+    // h in place of the gate accumulators, and this thread's partial row maxima.
+    float amax0 = 0.0f, amax1 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      acc[i] = swiglu(acc[i], acc[32 + i], p.limit);
+      if ((i & 2) == 0) amax0 = fmaxf(amax0, fabsf(acc[i]));
+      else amax1 = fmaxf(amax1, fabsf(acc[i]));
+    }
+    amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, 1));
+    amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, 2));
+    amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, 1));
+    amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, 2));
+
+    const u32 r0 = th.warp * 16 + th.lane / 4;
+    const u32 xch = smem_d + kXchOffset;
+    // The previous tile's TMA store must have finished reading the staging tile, and every thread
+    // must be done with the previous tile's maxima.
+    if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait_read<0>();
+    ptx::named_barrier_sync(1, kMathThreads);
+    if (th.lane % 4 == 0) {
+      ptx::st_shared_f32(xch + (th.wn * 64 + r0) * 4, amax0);
+      ptx::st_shared_f32(xch + (th.wn * 64 + r0 + 8) * 4, amax1);
+    }
+    ptx::named_barrier_sync(1, kMathThreads);
+    amax0 = fmaxf(amax0, ptx::ld_shared_f32(xch + ((1 - th.wn) * 64 + r0) * 4));
+    amax1 = fmaxf(amax1, ptx::ld_shared_f32(xch + ((1 - th.wn) * 64 + r0 + 8) * 4));
+    const float s0 = __fdiv_rn(fmaxf(amax0, 1e-4f), 448.0f);
+    const float s1 = __fdiv_rn(fmaxf(amax1, 1e-4f), 448.0f);
+
+    const u32 col = th.wn * 64 + 2 * (th.lane % 4);
+#pragma unroll
+    for (u32 i = 0; i < 8; ++i) {
+      ptx::st_shared_u16(smem_d + staging_offset(r0, col + 8 * i),
+                         ptx::pack_e4m3x2(__fdiv_rn(acc[4 * i + 0], s0), __fdiv_rn(acc[4 * i + 1], s0)));
+      ptx::st_shared_u16(smem_d + staging_offset(r0 + 8, col + 8 * i),
+                         ptx::pack_e4m3x2(__fdiv_rn(acc[4 * i + 2], s1), __fdiv_rn(acc[4 * i + 3], s1)));
+    }
+    const u32 h_block = t.n0 / u32(T::kBlockN);
+    if (th.wn == 0 && th.lane % 4 == 0) {
+      float* sa = p.sa_out + static_cast<unsigned long long>(h_block) * p.sa_out_ld + t.m0;
+      if (t.m0 + r0 < p.m) sa[r0] = s0;
+      if (t.m0 + r0 + 8 < p.m) sa[r0 + 8] = s1;
+    }
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(1, kMathThreads);
+    if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) {
+      ptx::tma_store_2d(&tma_d, smem_d, int(h_block * 128), int(t.m0));
+      ptx::tma_store_commit();
+    }
+  }
+
+  __device__ __forceinline__ static void finish(const MathThread& th) {
+    if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait<0>();
+  }
+};
+
+template <class T>
+struct ScatterAddEpilogue {
+  static_assert(T::kWgN == 1, "warpgroups stacked along M");
+  static constexpr u32 kSmemBytes = 0;
+  static constexpr int kAcc = T::kBlockN / 2;
+
+  __device__ __forceinline__ static void store(const float (&acc)[kAcc], const Tile& t, const GemmParams& p, u32,
+                                               const ptx::TmaDescriptor&, const MathThread& th) {
+    const bool odd = (th.lane & 1u) != 0;
+    const u32 row = th.wm * 64 + th.warp * 16 + th.lane / 4 + (odd ? 8u : 0u);
+    int e = -1;
+    if (row < t.valid_rows) e = __ldg(p.row_map + t.m0 + row);
+    const float w = e >= 0 ? __ldg(p.row_weight + e) : 0.0f;
+    float* dst = p.out_acc + (e >= 0 ? static_cast<unsigned long long>(u32(e) / p.top_k) * p.n : 0ull) + t.n0 +
+                 4 * ((th.lane % 4) / 2);
+#pragma unroll
+    for (u32 i = 0; i < u32(kAcc) / 4; ++i) {
+      // Even lanes send their row-r0+8 pair and keep row r0; odd lanes the reverse.
+      const float x = odd ? acc[4 * i + 0] : acc[4 * i + 2];
+      const float y = odd ? acc[4 * i + 1] : acc[4 * i + 3];
+      const float rx = __shfl_xor_sync(0xffffffffu, x, 1);
+      const float ry = __shfl_xor_sync(0xffffffffu, y, 1);
+      const float v0 = odd ? rx : acc[4 * i + 0];
+      const float v1 = odd ? ry : acc[4 * i + 1];
+      const float v2 = odd ? acc[4 * i + 2] : rx;
+      const float v3 = odd ? acc[4 * i + 3] : ry;
+      if (e >= 0 && t.n0 + 8 * i + 4 * ((th.lane % 4) / 2) < p.n)
+        ptx::red_add_v4_f32(dst + 8 * i, w * v0, w * v1, w * v2, w * v3);
+    }
+    __syncwarp();  // the next tile's wgmma needs a converged warp
+  }
+
+  __device__ __forceinline__ static void finish(const MathThread&) {}
+};
+
+}  // namespace moekit::sm90

@@ -1,0 +1,56 @@
+// The MoE layer's fused grouped GEMMs: the sm90 FP8 mainloop with the MoE epilogues
+// (kernels/sm90/epilogue_moe.cuh) and the contiguous or masked tile schedulers.
+//   moe_gemm1_swiglu_*  : A = permuted activations, B = prepared W1 (gate/up interleaved by 64
+//                         rows, one B scale per 64 rows), out = FP8 h + its 1x128 scales.
+//   moe_gemm2_scatter_* : A = h, B = W2, out = FP32 scatter-add of router-weighted rows into y.
+#pragma once
+#include "kernels/sm90/epilogue_moe.cuh"
+#include "kernels/sm90/fp8_gemm.cuh"
+
+namespace moekit::sm90 {
+
+/// GEMM1 tile traits: 64 rows x 256 prepared-W1 rows (128 h columns), two warpgroups along N.
+template <int kStages>
+using MoeGemm1Traits = Fp8GemmTraits<64, 256, kStages, 1, 2, 64>;
+
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+__device__ __forceinline__ void moe_gemm1_swiglu_contiguous(const ptx::TmaDescriptor& tma_a,
+                                                            const ptx::TmaDescriptor& tma_b,
+                                                            const ptx::TmaDescriptor& tma_sfa,
+                                                            const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
+  static_assert(kBlockM == 64 && kBlockN == 256 && kCluster == 1, "GEMM1 runs 64 x 256 tiles");
+  using T = MoeGemm1Traits<kStages>;
+  fp8_gemm_mainloop<T, ContiguousScheduler<64, 256>, SwigluFp8Epilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+}
+
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+__device__ __forceinline__ void moe_gemm1_swiglu_masked(const ptx::TmaDescriptor& tma_a,
+                                                        const ptx::TmaDescriptor& tma_b,
+                                                        const ptx::TmaDescriptor& tma_sfa,
+                                                        const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
+  static_assert(kBlockM == 64 && kBlockN == 256 && kCluster == 1, "GEMM1 runs 64 x 256 tiles");
+  using T = MoeGemm1Traits<kStages>;
+  fp8_gemm_mainloop<T, MaskedScheduler<64, 256>, SwigluFp8Epilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+}
+
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+__device__ __forceinline__ void moe_gemm2_scatter_contiguous(const ptx::TmaDescriptor& tma_a,
+                                                             const ptx::TmaDescriptor& tma_b,
+                                                             const ptx::TmaDescriptor& tma_sfa,
+                                                             const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
+  static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, 1>;
+  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN>, ScatterAddEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+}
+
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+__device__ __forceinline__ void moe_gemm2_scatter_masked(const ptx::TmaDescriptor& tma_a,
+                                                         const ptx::TmaDescriptor& tma_b,
+                                                         const ptx::TmaDescriptor& tma_sfa,
+                                                         const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
+  static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, 1>;
+  fp8_gemm_mainloop<T, MaskedScheduler<kBlockM, kBlockN>, ScatterAddEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+}
+
+}  // namespace moekit::sm90

@@ -1,0 +1,58 @@
+// Host side of the MoE layer's fused grouped GEMMs (kernels/sm90/moe_gemm.cuh) on the contiguous
+// expert layout of moe_sort. Internal: arguments are assumed validated by the layer.
+#pragma once
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+namespace moekit::detail {
+
+/// Rows of the prepared W1 per expert: gate and up interleaved by 64 rows, I padded to 128.
+int64_t moe_prepared_w1_rows(int64_t inter);
+
+/// GEMM1 + SwiGLU (+clamp) + 1x128 FP8 requantization of h.
+struct MoeGemm1Args {
+  const void* a = nullptr;    ///< FP8 [rows, H] permuted activations (row stride H)
+  const float* sa = nullptr;  ///< their scales, physical A-scale layout over `rows`
+  int64_t rows = 0;           ///< allocated rows (moe_sort_rows_bound), multiple of 128
+  int64_t hidden = 0;         ///< H = K
+  int64_t inter = 0;          ///< I
+  int num_experts = 0;        ///< local experts (groups)
+  const int32_t* offsets = nullptr;  ///< [E + 1] 128-aligned segment starts
+  const int32_t* counts = nullptr;   ///< [E] valid rows
+  const void* w1p = nullptr;         ///< prepared W1 [E, moe_prepared_w1_rows(I), H]
+  const float* sw1p = nullptr;       ///< prepared scales [E, rows/64, ceil(H/128)]
+  float limit = 0.0f;                ///< clamp when > 0
+  void* hq = nullptr;                ///< FP8 [rows, I] (row stride I) out
+  float* sh = nullptr;               ///< h scales out, physical layout over `rows`
+  int64_t expected_rows_per_expert = 0;  ///< host-side estimate (T * k / E) for the configuration
+};
+void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream);
+
+/// GEMM2 + router weight + FP32 scatter-add into y_acc [T, H] (which the caller zeroes first).
+struct MoeGemm2Args {
+  const void* hq = nullptr;   ///< FP8 [rows, I]
+  const float* sh = nullptr;  ///< h scales, physical layout over `rows`
+  int64_t rows = 0;
+  int64_t hidden = 0;  ///< H = N
+  int64_t inter = 0;   ///< I = K
+  int num_experts = 0;
+  const int32_t* offsets = nullptr;
+  const int32_t* counts = nullptr;
+  const void* w2 = nullptr;    ///< FP8 [E, H, I]
+  const float* sw2 = nullptr;  ///< [E, ceil(H/128), ceil(I/128)]
+  const int32_t* row_map = nullptr;      ///< permuted_to_expanded
+  const float* topk_weights = nullptr;   ///< [T * k]
+  int top_k = 0;
+  float* y_acc = nullptr;  ///< FP32 [T, H]
+  int64_t expected_rows_per_expert = 0;
+};
+void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream);
+
+/// Writes the prepared W1 and its scales (layout in moe_weights.cu). Requires I % 64 == 0.
+void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,
+                          float* sw1p, cudaStream_t stream);
+
+/// y[t, c] = bf16(y_acc[t, c]) for T x H (H % 8 == 0, 16-byte aligned).
+void moe_finalize_bf16(const float* y_acc, int64_t num_tokens, int64_t hidden, void* y, cudaStream_t stream);
+
+}  // namespace moekit::detail

@@ -1,0 +1,93 @@
+// Weight preparation for the fused GEMM1 and the FP32 → bf16 finalize of the fused GEMM2.
+//
+// Prepared W1 (per expert, moe_prepared_w1_rows(I) = 2 * align_up(I, 128) rows of H bytes): the
+// rows of h tile t (h columns [128 t, 128 t + 128)) are the 256 rows
+//   [256 t,       +64)  gate rows 128 t +  0 … 63      [256 t + 64,  +64)  up rows of the same
+//   [256 t + 128, +64)  gate rows 128 t + 64 … 127     [256 t + 192, +64)  up rows of the same
+// (up row j is SPEC row I + j); rows past I are zero. So each GEMM1 math warpgroup's 128 columns
+// are 64 gate and the matching 64 up columns. Prepared scales: one per 64 rows and K block,
+// sw1p[e][r / 64][kb] = sW1[e][src_row / 128][kb]. With I % 64 == 0 every 64-row run comes from one
+// 128-row scale block of the SPEC layout, so the block-scaled products are unchanged; zero runs
+// get scale 0.
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "common/check.h"
+#include "moe/moe_gemm.h"
+#include "moekit/numerics.h"
+
+namespace moekit::detail {
+namespace {
+
+/// SPEC row of prepared row r of an expert, or -1 for a zero row.
+__host__ __device__ inline int64_t prepared_source_row(int64_t r, int64_t inter) {
+  const int64_t tile = r / 256, q = r % 256;
+  const int64_t j = tile * 128 + (q / 128) * 64 + q % 64;  // h column
+  if (j >= inter) return -1;
+  return ((q / 64) % 2 == 1) ? inter + j : j;
+}
+
+__global__ void prepare_w1_rows_kernel(const uint8_t* w1, uint8_t* w1p, int64_t rows_p, int64_t inter,
+                                       int64_t hidden, int64_t total_rows) {
+  const int64_t chunks = hidden / 16;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total_rows * chunks;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / chunks, c = i % chunks;
+    const int64_t e = row / rows_p, r = row % rows_p;
+    const int64_t src = prepared_source_row(r, inter);
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (src >= 0) v = *reinterpret_cast<const uint4*>(w1 + (e * 2 * inter + src) * hidden + c * 16);
+    *reinterpret_cast<uint4*>(w1p + row * hidden + c * 16) = v;
+  }
+}
+
+__global__ void prepare_w1_scales_kernel(const float* sw1, float* sw1p, int64_t rows_p, int64_t inter,
+                                         int64_t kbh, int64_t total) {
+  const int64_t runs = rows_p / 64, sblocks = ceil_div(2 * inter, kQuantBlock);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t kb = i % kbh, run = (i / kbh) % runs, e = i / (kbh * runs);
+    const int64_t src = prepared_source_row(run * 64, inter);
+    sw1p[i] = src >= 0 ? sw1[(e * sblocks + src / kQuantBlock) * kbh + kb] : 0.0f;
+  }
+}
+
+__global__ void finalize_kernel(const float4* acc, uint2* y, int64_t n4) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
+    const float4 v = acc[i];
+    uint2 o;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(o.x) : "f"(v.y), "f"(v.x));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(o.y) : "f"(v.w), "f"(v.z));
+    y[i] = o;
+  }
+}
+
+int grid_for(int64_t n, int threads) {
+  const int64_t b = ceil_div(std::max<int64_t>(n, 1), threads);
+  return static_cast<int>(std::min<int64_t>(b, 132 * 16));
+}
+
+}  // namespace
+
+void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,
+                          float* sw1p, cudaStream_t stream) {
+  const int64_t rows_p = moe_prepared_w1_rows(inter);
+  const int64_t total_rows = int64_t(num_experts) * rows_p;
+  prepare_w1_rows_kernel<<<grid_for(total_rows * hidden / 16, 256), 256, 0, stream>>>(
+      static_cast<const uint8_t*>(w1), static_cast<uint8_t*>(w1p), rows_p, inter, hidden, total_rows);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+  const int64_t kbh = ceil_div(hidden, kQuantBlock);
+  const int64_t total = int64_t(num_experts) * (rows_p / 64) * kbh;
+  prepare_w1_scales_kernel<<<grid_for(total, 256), 256, 0, stream>>>(sw1, sw1p, rows_p, inter, kbh, total);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void moe_finalize_bf16(const float* y_acc, int64_t num_tokens, int64_t hidden, void* y, cudaStream_t stream) {
+  const int64_t n4 = num_tokens * hidden / 4;
+  if (n4 == 0) return;
+  finalize_kernel<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(y_acc),
+                                                           static_cast<uint2*>(y), n4);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace moekit::detail
