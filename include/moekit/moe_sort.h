@@ -35,10 +35,30 @@ size_t moe_sort_workspace_size(int64_t num_tokens, int top_k, int local_count);
 /// increasing expanded index), into the contiguous layout. Slots with id -1, ids outside the local
 /// slice, and invalid ids (< -1 or ≥ num_experts_total; counted in invalid_count) are dropped.
 /// The same expert twice in one token gives two rows. Padding rows get permuted_to_expanded = -1.
+/// Every entry of every output is written. For T * k <= 4096 and local_count <= 1024 (decode batch
+/// sizes) it is a single kernel launch that does not touch the workspace; otherwise a memset, a
+/// classify kernel, cub's radix sort, a scan and a fill. Both give bit-identical outputs.
 void moe_sort(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts_total, int local_offset,
               int local_count, const MoeSortBuffers& out, void* workspace, size_t workspace_bytes,
               cudaStream_t stream);
 
+/// Quantizes each token of x [T, H] bf16 once (1x128 scales, bit for bit quantize_act_1x128) and
+/// stores it to every permuted row of the token, in ONE launch with no scratch buffer: for slot
+/// j < k of token t with r = expanded_to_permuted[t * k + j] in [0, rows_bound) (-1 and anything
+/// outside that range are skipped), a_perm[r, 0:H] (FP8, row stride H) = the token's codes and
+/// sa_perm[kb * sfa_ld(rows_bound) + r] = its scale of K block kb. Other rows are not written
+/// (padding rows are computed by the grouped GEMM but never stored, so their contents are
+/// irrelevant). With the maps of one moe_sort call, a_perm / sa_perm hold exactly what
+/// permute_quantize writes from permuted_to_expanded. x [T, H] bf16, row stride H.
+/// Requires H % 16 == 0 and x, a_perm, sa_perm 16-byte aligned; T == 0 or rows_bound == 0 is a
+/// no-op. Graph-capturable.
+void permute_quantize_by_token(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
+                               const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm, float* sa_perm,
+                               bool ue8m0, cudaStream_t stream);
+
+/// The older two-launch form (quantize into xq / sx, then a gather by permuted_to_expanded); same
+/// a_perm / sa_perm as permute_quantize_by_token. Prefer permute_quantize_by_token: it reads x once
+/// and writes only the permuted rows (no xq round trip).
 /// Quantizes each token of x [T, H] bf16 once (1x128 scales, as quantize_act_1x128) and scatters it
 /// to every permuted row that uses it: a_perm [rows_bound, H] FP8 (row stride H) and sa_perm in the
 /// physical A-scale layout over rows_bound rows. Padding rows are not written: the grouped GEMM

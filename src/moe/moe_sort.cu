@@ -1,7 +1,38 @@
 // moekit — device sort of routed slots into the contiguous expert layout, and the activation
 // permutation with per-token 1x128 quantization (include/moekit/moe_sort.h, SPEC §3–4).
 //
-// moe_sort (n = T * k slots, L = local_count experts), all on `stream`, no host synchronization:
+// moe_sort (n = T * k slots, L = local_count experts), all on `stream`, no host synchronization.
+// Two paths with bit-identical outputs, chosen on the host from (T, k, L) only:
+//
+// Single-CTA path (n <= kSmallMaxSlots and L <= kSmallMaxExperts; decode batch sizes): ONE launch,
+// no memset, the workspace untouched. CTA 0 (1024 threads) does everything in shared memory:
+//   a. fill     permuted_to_expanded[0, B) = -1 with 16-byte stores, where
+//               B = align_up(n + 127 * min(n, L), 128) >= offsets[L] for every routing (at most
+//               min(n, L) experts are non-empty and each pads by at most 127 rows).
+//   b. classify one thread per slot (same semantics as classify_kernel): key = local expert or L
+//               ("dropped") into smem keys[n]; dropped slots get expanded_to_permuted = -1 here;
+//               invalid ids counted with a warp reduction + one smem atomic per warp.
+//   c. count    kSmallHistWarps warps each own a contiguous range of slots and walk it 32 slots at
+//               a time; __match_any_sync groups equal keys and the group's first lane adds the
+//               group size to hist[warp][key] (16-bit, smem). Only that lane touches that entry in
+//               that step, and __syncwarp orders the steps, so no atomics are needed.
+//   d. scan     thread e turns hist[·][e] into an exclusive prefix over the warps (each warp's
+//               first rank inside expert e) and its total count c_e; a BlockScan over
+//               align_up(c_e, 128) gives the 128-aligned offsets (contiguous_offsets). counts,
+//               offsets and invalid_count are written here.
+//   e. place    the same warps walk their ranges again: a slot's row is
+//               offsets[e] + hist[w][e] + (its rank among the equal-key lanes of this step, popc of
+//               the match mask below its lane); the group's first lane then advances hist[w][e].
+//               Ranges are contiguous and increasing in w, steps increasing inside a range, lanes
+//               increasing inside a step: rows within an expert are in increasing expanded index
+//               (stable), exactly the radix path's order. Writes permuted_to_expanded[row] and
+//               expanded_to_permuted[slot] (after the -1 fill of (a): the __syncthreads between
+//               orders them).
+// CTAs 1.. (grid = 1 + ceil((rows_bound - B) / kFillRowsPerCta)) only fill
+// permuted_to_expanded[B, rows_bound) = -1, which needs no routing information: at T = 1, E = 256
+// that is 31.6 K of the 32.6 K rows, spread over 4 CTAs instead of serialised in CTA 0.
+//
+// Radix path (everything else):
 //   1. memset    the workspace counters (L per-expert counts + 1 invalid count) to 0.
 //   2. classify  one thread per slot: key = local expert id, or L ("dropped") for -1, ids outside
 //                the slice and invalid ids; value = the slot's expanded index. Dropped slots get
@@ -27,7 +58,17 @@
 // device's cub tuning policy, which cub reads from the current device, so moe_sort_workspace_size
 // needs a CUDA device.
 //
-// permute_quantize:
+// permute_quantize_by_token (one launch): one warp per (token, chunk of 2U 128-column groups),
+//   exactly the warp "unit" of quantize_act_unit (kernels/sm90/quantize_device.h): the same loads,
+//   the same amax (amax8 + half-warp xor-shuffle max), the same block_scale and quant8, so codes and
+//   scales are the bits of quantize_act_1x128. The unit is quantized once in registers and stored
+//   to every permuted row of the token, r_j = expanded_to_permuted[t * k + j] (j < k; -1 and rows
+//   outside [0, rows_bound) are skipped): the FP8 codes as 8-byte stores (256 contiguous bytes per
+//   warp store and row), the scales sa_perm[g * sfa_ld(rows_bound) + r_j] by lane j of each half
+//   warp (one store instruction covers up to 16 rows). x is read once (L1 no-allocate), nothing
+//   goes through a scratch buffer.
+//
+// permute_quantize (the older two-launch path, kept for its callers):
 //   1. quantize  each token once, x [T, H] bf16 → xq [T, H] FP8 + sx [T, ceil(H/128)] (logical
 //                layout), with the very device routine of quantize_act_1x128
 //                (kernels/sm90/quantize_device.h), so the bits are the same.
@@ -39,6 +80,7 @@
 //   H % 16 == 0 (16-byte rows, as the GEMM's TMA needs); H need not be a multiple of 128 (the last
 //   block gets its own scale over its valid columns). x, xq, sx, a_perm and sa_perm must be 16-byte
 //   aligned.
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <type_traits>
@@ -49,6 +91,7 @@
 #include <cuda_runtime.h>
 
 #include "common/check.h"
+#include "moe/moe_sort_reference.h"
 #include "kernels/sm90/quantize_device.h"
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_sort.h"
@@ -186,6 +229,165 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(const FillParams p) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// moe_sort, single-CTA path
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kSmallThreads = 1024;
+constexpr int kSmallMaxSlots = 4096;    // n = T * k
+constexpr int kSmallMaxExperts = 1024;  // L
+constexpr int kSmallHistWarps = 16;     // warps that own a slot range in the count / place steps
+constexpr int kFillRowsPerCta = 8192;   // rows of the -1 fill per helper CTA (2 int4 per thread)
+static_assert(kSmallMaxExperts <= kSmallThreads, "one thread per local expert in the scan");
+// hist entries are exclusive prefixes of counts inside one expert: at most n.
+static_assert(kSmallMaxSlots <= 65535, "16-bit per-warp histogram");
+
+struct SmallSortParams {
+  const int32_t* ids;
+  int32_t* counts;        // [L]
+  int32_t* offsets;       // [L + 1]
+  int32_t* p2e;           // [rows]
+  int32_t* e2p;           // [n]
+  int32_t* invalid_count; // [1]
+  int64_t rows;           // rows_bound
+  int64_t own_rows;       // B: CTA 0 fills [0, B), the helper CTAs [B, rows)
+  int n;
+  int num_experts;
+  int local_offset;
+  int local_count;
+};
+
+// p[begin, end) = -1 by the calling CTA: scalar head up to 16-byte alignment, int4 body, scalar tail.
+__device__ __forceinline__ void fill_minus_one(int32_t* p, int64_t begin, int64_t end) {
+  if (begin >= end) return;
+  int32_t* a = p + begin;
+  const int64_t count = end - begin;
+  const int64_t head_max = int64_t(((16u - (reinterpret_cast<uintptr_t>(a) & 15u)) & 15u) >> 2);
+  const int64_t head = head_max < count ? head_max : count;
+  if (int64_t(threadIdx.x) < head) a[threadIdx.x] = -1;
+  const int64_t vecs = (count - head) >> 2;
+  int4* v = reinterpret_cast<int4*>(a + head);
+  for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) v[i] = make_int4(-1, -1, -1, -1);
+  const int64_t tail = head + vecs * 4;
+  if (tail + int64_t(threadIdx.x) < count) a[tail + threadIdx.x] = -1;
+}
+
+__global__ void __launch_bounds__(kSmallThreads) small_sort_kernel(const SmallSortParams p) {
+  if (blockIdx.x > 0) {  // helper CTA: a slice of the rows no routing can reach
+    const int64_t begin = p.own_rows + int64_t(blockIdx.x - 1) * kFillRowsPerCta;
+    const int64_t end = begin + kFillRowsPerCta < p.rows ? begin + kFillRowsPerCta : p.rows;
+    fill_minus_one(p.p2e, begin, end);
+    return;
+  }
+  using Scan = cub::BlockScan<int32_t, kSmallThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+  __shared__ alignas(16) uint16_t hist[kSmallHistWarps][kSmallMaxExperts];  // 32 KB, zeroed as uint4
+  __shared__ uint16_t keys[kSmallMaxSlots];                     // 8 KB
+  __shared__ int32_t seg[kSmallMaxExperts];                     // 4 KB: offsets[e]
+  __shared__ typename Scan::TempStorage scan_temp;
+  __shared__ int32_t invalid_total;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int L = p.local_count;
+
+  // (a) -1 over the rows this CTA may place into; (b) needs nothing from it.
+  fill_minus_one(p.p2e, 0, p.own_rows);
+  {
+    uint4* h = reinterpret_cast<uint4*>(&hist[0][0]);
+    constexpr int kVecs = int(sizeof(hist) / sizeof(uint4));
+    for (int i = tid; i < kVecs; i += kSmallThreads) h[i] = make_uint4(0u, 0u, 0u, 0u);
+  }
+  if (tid == 0) invalid_total = 0;
+  __syncthreads();
+
+  // (b) classify.
+  int invalid_mine = 0;
+  for (int i = tid; i < p.n; i += kSmallThreads) {
+    const int32_t id = __ldg(p.ids + i);
+    const bool invalid = id < -1 || id >= p.num_experts;
+    const int32_t local = id >= 0 ? id - p.local_offset : -1;
+    const bool keep = !invalid && local >= 0 && local < L;
+    keys[i] = static_cast<uint16_t>(keep ? local : L);
+    if (!keep) p.e2p[i] = -1;
+    invalid_mine += invalid ? 1 : 0;
+  }
+  invalid_mine = __reduce_add_sync(0xFFFFFFFFu, invalid_mine);
+  if (lane == 0 && invalid_mine != 0) atomicAdd(&invalid_total, invalid_mine);
+  __syncthreads();
+
+  // Contiguous slot range of each counting warp, a whole number of 32-slot steps.
+  const int per_warp = (p.n + kSmallHistWarps * 32 - 1) / (kSmallHistWarps * 32) * 32;
+  const int range_begin = warp * per_warp;
+  const int range_end = min(p.n, range_begin + per_warp);
+  const unsigned lanes_below = (1u << lane) - 1u;
+
+  // (c) per-warp counts. The loop bound is uniform per warp.
+  if (warp < kSmallHistWarps) {
+    for (int i0 = range_begin; i0 < range_end; i0 += 32) {
+      const int i = i0 + lane;
+      const int key = i < range_end ? int(keys[i]) : L;
+      const bool keep = key < L;
+      const unsigned keep_mask = __ballot_sync(0xFFFFFFFFu, keep);
+      if (keep) {
+        const unsigned peers = __match_any_sync(keep_mask, key);
+        if (lane == __ffs(peers) - 1) hist[warp][key] = static_cast<uint16_t>(hist[warp][key] + __popc(peers));
+      }
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+
+  // (d) per-warp exclusive prefixes, counts, 128-aligned offsets.
+  {
+    const int e = tid;
+    int32_t c = 0;
+    if (e < L) {
+#pragma unroll
+      for (int w = 0; w < kSmallHistWarps; ++w) {
+        const int32_t h = hist[w][e];
+        hist[w][e] = static_cast<uint16_t>(c);
+        c += h;
+      }
+    }
+    const int32_t aligned = (c + int32_t(kGroupAlign) - 1) / int32_t(kGroupAlign) * int32_t(kGroupAlign);
+    int32_t start = 0;
+    Scan(scan_temp).ExclusiveSum(aligned, start);
+    if (e < L) {
+      seg[e] = start;
+      p.counts[e] = c;
+      p.offsets[e + 1] = start + aligned;
+    }
+    if (e == 0) {
+      p.offsets[0] = 0;
+      *p.invalid_count = invalid_total;
+    }
+  }
+  __syncthreads();
+
+  // (e) stable placement.
+  if (warp < kSmallHistWarps) {
+    for (int i0 = range_begin; i0 < range_end; i0 += 32) {
+      const int i = i0 + lane;
+      const int key = i < range_end ? int(keys[i]) : L;
+      const bool keep = key < L;
+      const unsigned keep_mask = __ballot_sync(0xFFFFFFFFu, keep);
+      if (keep) {
+        const unsigned peers = __match_any_sync(keep_mask, key);
+        const int leader = __ffs(peers) - 1;
+        int32_t base = 0;
+        if (lane == leader) base = hist[warp][key];
+        base = __shfl_sync(peers, base, leader);
+        const int32_t row = seg[key] + base + __popc(peers & lanes_below);
+        p.p2e[row] = i;
+        p.e2p[i] = row;
+        if (lane == leader) hist[warp][key] = static_cast<uint16_t>(base + __popc(peers));
+      }
+      __syncwarp();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // permute_quantize kernels
 // ---------------------------------------------------------------------------------------------
 
@@ -270,6 +472,103 @@ __global__ void __launch_bounds__(kThreads) gather_rows_kernel(const GatherParam
       if (t >= 0) p.sa_perm[int64_t(g) * p.sa_ld + base + rr] = __ldg(p.sx + int64_t(t) * p.groups + g);
     }
     __syncthreads();  // `token` is rewritten by the next iteration
+  }
+}
+
+struct ScatterParams {
+  const uint16_t* x;                 // [T, H] bf16
+  const int32_t* expanded_to_permuted;  // [T * k]
+  uint8_t* a_perm;                   // [rows, H] FP8
+  float* sa_perm;                    // [groups, sa_ld]
+  int64_t units;                     // T * chunks_per_row
+  int64_t rows;                      // rows_bound
+  int64_t sa_ld;                     // sfa_ld(rows_bound)
+  int hidden;
+  int groups;
+  int chunks_per_row;
+  int top_k;
+};
+
+// Quantizes the unit (row, chunk) exactly as sm90::quant::quantize_act_unit and stores it to every
+// permuted row of the token. Must be called by all 32 lanes with the same unit.
+template <int U, bool kUe8m0>
+__device__ __forceinline__ void quantize_scatter_unit(const ScatterParams& p, int64_t row, int chunk) {
+  using namespace sm90::quant;
+  const int lane = threadIdx.x & 31;
+  const int half = lane >> 4;
+  const int sub = lane & 15;
+  const int g0 = chunk * (2 * U) + half;
+  const int32_t* dst = p.expanded_to_permuted + row * p.top_k;
+
+  // Destinations of the first 32 slots, loaded with the activations (both only read).
+  const int first = p.top_k < 32 ? p.top_k : 32;
+  int32_t mine = lane < first ? __ldg(dst + lane) : -1;
+
+  const uint16_t* xr = p.x + row * p.hidden;
+  uint4 v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int col = (g0 + 2 * u) * 128 + sub * 8;
+    if (col < p.hidden) {
+      v[u] = load_nc_16(xr + col);
+    } else {
+      v[u] = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  float a[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) a[u] = amax8(v[u], 0.0f);
+#pragma unroll
+  for (int off = 8; off > 0; off >>= 1) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) a[u] = fmaxf(a[u], __shfl_xor_sync(0xFFFFFFFFu, a[u], off));
+  }
+  float sc[U];
+  uint2 q[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    sc[u] = block_scale<kUe8m0>(a[u]);
+    const float inv = kUe8m0 ? __frcp_rn(sc[u]) : 0.0f;
+    q[u] = quant8<kUe8m0>(v[u], sc[u], inv);
+  }
+
+  for (int j0 = 0; j0 < p.top_k; j0 += 32) {
+    const int nj = p.top_k - j0 < 32 ? p.top_k - j0 : 32;
+    if (j0 > 0) mine = lane < nj ? __ldg(dst + j0 + lane) : -1;
+    if (mine < 0 || int64_t(mine) >= p.rows) mine = -1;  // dropped slot, or a row outside the buffer
+    // FP8 codes: row by row, each lane its 8 columns of every group of the unit.
+    for (int j = 0; j < nj; ++j) {
+      const int32_t r = __shfl_sync(0xFFFFFFFFu, mine, j);
+      if (r < 0) continue;  // uniform over the warp
+      uint8_t* qr = p.a_perm + int64_t(r) * p.hidden;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int col = (g0 + 2 * u) * 128 + sub * 8;
+        if (col < p.hidden) *reinterpret_cast<uint2*>(qr + col) = q[u];
+      }
+    }
+    // Scales: lane `sub` of each half stores its half's groups for slots j0 + sub and j0 + 16 + sub
+    // (every lane of a half holds the group's scale after the shuffles).
+    const int32_t ra = __shfl_sync(0xFFFFFFFFu, mine, sub);
+    const int32_t rb = __shfl_sync(0xFFFFFFFFu, mine, sub + 16);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int g = g0 + 2 * u;
+      if (g < p.groups) {
+        if (ra >= 0) p.sa_perm[int64_t(g) * p.sa_ld + ra] = sc[u];
+        if (rb >= 0) p.sa_perm[int64_t(g) * p.sa_ld + rb] = sc[u];
+      }
+    }
+  }
+}
+
+template <int U, bool kUe8m0>
+__global__ void __launch_bounds__(kThreads) quantize_scatter_kernel(const ScatterParams p) {
+  const int64_t warps = int64_t(gridDim.x) * kWarps;
+  for (int64_t unit = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); unit < p.units; unit += warps) {
+    const int64_t row = unit / p.chunks_per_row;
+    const int chunk = static_cast<int>(unit - row * p.chunks_per_row);
+    quantize_scatter_unit<U, kUe8m0>(p, row, chunk);
   }
 }
 
@@ -358,9 +657,16 @@ size_t moe_sort_workspace_size(int64_t num_tokens, int top_k, int local_count) {
   return workspace_layout(n, local_count).total;
 }
 
-void moe_sort(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts_total, int local_offset,
-              int local_count, const MoeSortBuffers& out, void* workspace, size_t workspace_bytes,
-              cudaStream_t stream) {
+namespace detail {
+
+bool moe_sort_single_cta(int64_t num_tokens, int top_k, int local_count) {
+  const int64_t n = validate_sizes("moekit::detail::moe_sort_single_cta", num_tokens, top_k, local_count);
+  return n <= kSmallMaxSlots && local_count <= kSmallMaxExperts;
+}
+
+void moe_sort_with_path(MoeSortPath path, const int32_t* topk_ids, int64_t num_tokens, int top_k,
+                        int num_experts_total, int local_offset, int local_count, const MoeSortBuffers& out,
+                        void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   constexpr const char* fn = "moekit::moe_sort";
   const int64_t n = validate_sizes(fn, num_tokens, top_k, local_count);
   MOEKIT_REQUIRE(num_experts_total >= 1, ErrorCode::kInvalidArgument, fn, ": num_experts_total = ",
@@ -388,6 +694,34 @@ void moe_sort(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_ex
   MOEKIT_REQUIRE(workspace_bytes >= w.total, ErrorCode::kInvalidArgument, fn, ": workspace_bytes = ",
                  workspace_bytes, " is smaller than moe_sort_workspace_size(", num_tokens, ", ", top_k, ", ",
                  local_count, ") = ", w.total);
+
+  const bool small = n <= kSmallMaxSlots && local_count <= kSmallMaxExperts;
+  MOEKIT_REQUIRE(path != MoeSortPath::kSingleCta || small, ErrorCode::kInvalidArgument, fn,
+                 ": the single-CTA path needs T * k = ", n, " <= ", kSmallMaxSlots, " and local_count = ", local_count,
+                 " <= ", kSmallMaxExperts);
+  if (path == MoeSortPath::kSingleCta || (path == MoeSortPath::kAuto && small)) {
+    // Rows any routing can reach: at most min(n, L) non-empty experts, each padded by < 128 rows.
+    const int64_t own = std::min<int64_t>(align_up(n + (kGroupAlign - 1) * std::min<int64_t>(n, local_count),
+                                                   kGroupAlign),
+                                          rows);
+    SmallSortParams q{};
+    q.ids = topk_ids;
+    q.counts = out.expert_counts;
+    q.offsets = out.expert_offsets;
+    q.p2e = out.permuted_to_expanded;
+    q.e2p = out.expanded_to_permuted;
+    q.invalid_count = out.invalid_count;
+    q.rows = rows;
+    q.own_rows = own;
+    q.n = static_cast<int>(n);
+    q.num_experts = num_experts_total;
+    q.local_offset = local_offset;
+    q.local_count = local_count;
+    const int64_t helpers = ceil_div(rows - own, int64_t{kFillRowsPerCta});
+    small_sort_kernel<<<static_cast<unsigned>(1 + helpers), kSmallThreads, 0, stream>>>(q);
+    MOEKIT_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
 
   char* base = static_cast<char*>(workspace);
   base += (kRegionAlign - reinterpret_cast<uintptr_t>(base) % kRegionAlign) % kRegionAlign;
@@ -442,6 +776,15 @@ void moe_sort(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_ex
   f.local_count = local_count;
   fill_kernel<<<grid_for(rows, kThreads), kThreads, 0, stream>>>(f);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace detail
+
+void moe_sort(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts_total, int local_offset,
+              int local_count, const MoeSortBuffers& out, void* workspace, size_t workspace_bytes,
+              cudaStream_t stream) {
+  detail::moe_sort_with_path(detail::MoeSortPath::kAuto, topk_ids, num_tokens, top_k, num_experts_total,
+                             local_offset, local_count, out, workspace, workspace_bytes, stream);
 }
 
 void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top_k, const int32_t* permuted_to_expanded,
@@ -520,6 +863,70 @@ void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top
   g.top_k = top_k;
   g.groups = groups;
   gather_rows_kernel<<<grid_for(rows_bound, kGatherRows), kThreads, 0, stream>>>(g);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void permute_quantize_by_token(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
+                               const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm, float* sa_perm,
+                               bool ue8m0, cudaStream_t stream) {
+  constexpr const char* fn = "moekit::permute_quantize_by_token";
+  MOEKIT_REQUIRE(num_tokens >= 0 && num_tokens <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": num_tokens = ",
+                 num_tokens, " must be in [0, 2^31)");
+  MOEKIT_REQUIRE(hidden >= 16 && hidden % 16 == 0, ErrorCode::kInvalidArgument, fn, ": hidden = ", hidden,
+                 " must be >= 16 and a multiple of 16");
+  MOEKIT_REQUIRE(hidden <= (int64_t{1} << 30), ErrorCode::kInvalidArgument, fn, ": hidden = ", hidden,
+                 " is too large (at most 2^30)");
+  MOEKIT_REQUIRE(top_k >= 1, ErrorCode::kInvalidArgument, fn, ": top_k = ", top_k, " must be >= 1");
+  MOEKIT_REQUIRE(num_tokens * top_k <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": num_tokens * top_k = ",
+                 num_tokens, " * ", top_k, " must be < 2^31");
+  MOEKIT_REQUIRE(rows_bound >= 0 && rows_bound <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": rows_bound = ",
+                 rows_bound, " must be in [0, 2^31)");
+  if (num_tokens > 0 && rows_bound > 0) {
+    MOEKIT_REQUIRE(x && expanded_to_permuted && a_perm && sa_perm, ErrorCode::kInvalidArgument, fn,
+                   ": x, expanded_to_permuted, a_perm and sa_perm are required when num_tokens = ", num_tokens,
+                   " > 0 and rows_bound = ", rows_bound, " > 0");
+  }
+  const std::pair<const void*, const char*> buffers[] = {{x, "x"}, {a_perm, "a_perm"}, {sa_perm, "sa_perm"}};
+  for (const auto& [p, name] : buffers) {
+    MOEKIT_REQUIRE(aligned_to(p, 16), ErrorCode::kMisaligned, fn, ": ", name, " (", p, ") must be 16-byte aligned");
+  }
+  MOEKIT_REQUIRE(aligned_to(expanded_to_permuted, 4), ErrorCode::kMisaligned, fn, ": expanded_to_permuted (",
+                 static_cast<const void*>(expanded_to_permuted), ") must be 4-byte aligned");
+  if (num_tokens == 0 || rows_bound == 0) return;  // no row can be written
+
+  const int groups = static_cast<int>(ceil_div(hidden, kQuantBlock));
+  ScatterParams q{};
+  q.x = static_cast<const uint16_t*>(x);
+  q.expanded_to_permuted = expanded_to_permuted;
+  q.a_perm = static_cast<uint8_t*>(a_perm);
+  q.sa_perm = sa_perm;
+  q.rows = rows_bound;
+  q.sa_ld = sfa_ld(rows_bound);
+  q.hidden = static_cast<int>(hidden);
+  q.groups = groups;
+  q.top_k = top_k;
+  auto launch = [&](auto unroll) {
+    constexpr int U = decltype(unroll)::value;
+    q.chunks_per_row = static_cast<int>(ceil_div(groups, 2 * U));
+    q.units = num_tokens * q.chunks_per_row;
+    const int grid = grid_for(q.units, kWarps);
+    if (ue8m0) {
+      quantize_scatter_kernel<U, true><<<grid, kThreads, 0, stream>>>(q);
+    } else {
+      quantize_scatter_kernel<U, false><<<grid, kThreads, 0, stream>>>(q);
+    }
+  };
+  switch (sm90::quant::act_unroll_for(num_tokens, groups)) {
+    case 4:
+      launch(std::integral_constant<int, 4>{});
+      break;
+    case 2:
+      launch(std::integral_constant<int, 2>{});
+      break;
+    default:
+      launch(std::integral_constant<int, 1>{});
+      break;
+  }
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -79,4 +79,27 @@ void permute_quantize_reference(const float* x, int64_t num_tokens, int64_t hidd
   }
 }
 
+void permute_quantize_by_token_reference(const float* x, int64_t num_tokens, int64_t hidden, int top_k,
+                                         const std::vector<int32_t>& expanded_to_permuted, int64_t rows_bound,
+                                         bool ue8m0, uint8_t* a_perm, float* sa_perm) {
+  constexpr const char* fn = "moekit::detail::permute_quantize_by_token_reference";
+  MOEKIT_REQUIRE(num_tokens >= 0 && hidden >= 1 && top_k >= 1 && rows_bound >= 0, ErrorCode::kInvalidArgument, fn,
+                 ": need num_tokens >= 0, hidden >= 1, top_k >= 1 and rows_bound >= 0");
+  MOEKIT_REQUIRE(int64_t(expanded_to_permuted.size()) == num_tokens * top_k, ErrorCode::kInvalidArgument, fn,
+                 ": expanded_to_permuted has ", expanded_to_permuted.size(), " entries, not T * k = ",
+                 num_tokens * top_k);
+  const int64_t kb = ceil_div(hidden, kQuantBlock);
+  const int64_t ld = sfa_ld(rows_bound);
+  std::vector<uint8_t> q(size_t(num_tokens * hidden));
+  std::vector<float> s(size_t(num_tokens * kb));
+  if (num_tokens > 0) quantize_1x128(x, num_tokens, hidden, hidden, q.data(), hidden, s.data(), ue8m0);
+  for (int64_t i = 0; i < num_tokens * top_k; ++i) {
+    const int32_t r = expanded_to_permuted[size_t(i)];
+    if (r < 0 || r >= rows_bound) continue;
+    const int64_t t = i / top_k;
+    for (int64_t c = 0; c < hidden; ++c) a_perm[r * hidden + c] = q[size_t(t * hidden + c)];
+    for (int64_t b = 0; b < kb; ++b) sa_perm[b * ld + r] = s[size_t(t * kb + b)];
+  }
+}
+
 }  // namespace moekit::detail
