@@ -15,6 +15,8 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "moe/moe_sort_reference.h"
@@ -277,6 +279,51 @@ TEST(MoeSortReference, PermuteQuantizeReferenceRows) {
   }
 }
 
+TEST(MoeSortReference, PermuteQuantizeByTokenReferenceMatchesRowDriven) {
+  // Driven by expanded_to_permuted from moe_sort_reference, the by-token reference writes exactly
+  // what the row-driven reference writes from permuted_to_expanded (every byte, padding untouched);
+  // out-of-range entries (-1, other negatives, >= rows_bound) are skipped.
+  std::mt19937_64 rng(99);
+  for (auto [t, k, e, h] : {std::tuple<int64_t, int, int, int64_t>{7, 3, 8, 2880}, {1, 8, 256, 144}, {20, 1, 4, 256}}) {
+    const Ids ids = random_ids(rng, t, k, e);
+    const auto r = sort_ref(ids, t, k, e, 0, e);
+    const int64_t rows = int64_t(r.permuted_to_expanded.size());
+    std::vector<float> x(size_t(t * h));
+    std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+    for (float& v : x) v = moekit::bf16_to_float(moekit::bf16_from_float(u(rng)));
+    for (bool ue8m0 : {false, true}) {
+      std::vector<uint8_t> a1(size_t(rows * h), 0xA5), a2(a1);
+      std::vector<float> s1(size_t(moekit::sfa_physical_size(rows, h)), -3.0f), s2(s1);
+      moekit::detail::permute_quantize_reference(x.data(), t, h, k, r.permuted_to_expanded, ue8m0, a1.data(), s1.data());
+      moekit::detail::permute_quantize_by_token_reference(x.data(), t, h, k, r.expanded_to_permuted, rows, ue8m0,
+                                                          a2.data(), s2.data());
+      EXPECT_EQ(a1, a2) << "T=" << t << " k=" << k;
+      EXPECT_EQ(std::memcmp(s1.data(), s2.data(), s1.size() * 4), 0) << "T=" << t << " k=" << k;
+    }
+  }
+  // Hand map: slot 0 → row 2, slot 1 dropped, slot 2 → rows_bound (skipped), slot 3 → row 0.
+  const int64_t h = 128, rows = 4;
+  std::vector<float> x(size_t(2 * h));
+  for (int64_t c = 0; c < h; ++c) {
+    x[size_t(c)] = float(c % 7) - 3.0f;
+    x[size_t(h + c)] = float(c % 5) * 0.25f;
+  }
+  std::vector<uint8_t> q(size_t(2 * h));
+  std::vector<float> sc(2);
+  moekit::quantize_1x128(x.data(), 2, h, h, q.data(), h, sc.data(), false);
+  std::vector<uint8_t> a(size_t(rows * h), 0xA5);
+  std::vector<float> sa(size_t(moekit::sfa_physical_size(rows, h)), -3.0f);
+  moekit::detail::permute_quantize_by_token_reference(x.data(), 2, h, 2, {2, -1, 4, 0}, rows, false, a.data(),
+                                                      sa.data());
+  for (int64_t c = 0; c < h; ++c) {
+    EXPECT_EQ(a[size_t(2 * h + c)], q[size_t(c)]);
+    EXPECT_EQ(a[size_t(c)], q[size_t(h + c)]);
+    EXPECT_EQ(a[size_t(h + c)], 0xA5);
+    EXPECT_EQ(a[size_t(3 * h + c)], 0xA5);
+  }
+  EXPECT_EQ(sa, (std::vector<float>{sc[1], -3.0f, sc[0], -3.0f}));
+}
+
 // ----------------------------------------------------------------------------------------------
 // Argument validation (all of it happens before any CUDA call, so it runs without a GPU)
 // ----------------------------------------------------------------------------------------------
@@ -373,6 +420,52 @@ TEST(MoeSortValidation, PermuteQuantizeArguments) {
                "misaligned p2e");
   // T = 0 is valid and does nothing (no launch, so this runs without a GPU too).
   EXPECT_NO_THROW(pq(nullptr, 0, 2880, 8, nullptr, 1024, nullptr, nullptr, nullptr, nullptr));
+}
+
+TEST(MoeSortValidation, PermuteQuantizeByTokenArguments) {
+  alignas(16) static unsigned char fake[4096];
+  void* x = fake;
+  int32_t* e2p = reinterpret_cast<int32_t*>(fake + 1024);
+  void* a = fake + 2048;
+  float* sa = reinterpret_cast<float*>(fake + 3072);
+  auto pq = [&](const void* xx, int64_t t, int64_t h, int k, const int32_t* m, int64_t rows, void* ap, float* sp) {
+    moekit::permute_quantize_by_token(xx, t, h, k, m, rows, ap, sp, false, nullptr);
+  };
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, -1, 256, 2, e2p, 128, a, sa); }, "T < 0");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, int64_t(1) << 31, 256, 2, e2p, 128, a, sa); }, "T >= 2^31");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, int64_t(1) << 29, 256, 8, e2p, 128, a, sa); },
+               "T * k >= 2^31");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, 4, 2888, 2, e2p, 128, a, sa); }, "H % 16");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, 4, 0, 2, e2p, 128, a, sa); }, "H = 0");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, 4, int64_t(1) << 31, 2, e2p, 128, a, sa); }, "H too large");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, 4, 256, 0, e2p, 128, a, sa); }, "k = 0");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, 4, 256, 2, e2p, -128, a, sa); }, "rows < 0");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, 4, 256, 2, e2p, int64_t(1) << 31, a, sa); }, "rows >= 2^31");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(nullptr, 4, 256, 2, e2p, 128, a, sa); }, "null x");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, 4, 256, 2, nullptr, 128, a, sa); }, "null e2p");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, 4, 256, 2, e2p, 128, nullptr, sa); }, "null a_perm");
+  expect_error(ErrorCode::kInvalidArgument, [&] { pq(x, 4, 256, 2, e2p, 128, a, nullptr); }, "null sa_perm");
+  expect_error(ErrorCode::kMisaligned, [&] { pq(fake + 8, 4, 256, 2, e2p, 128, a, sa); }, "misaligned x");
+  expect_error(ErrorCode::kMisaligned, [&] { pq(x, 4, 256, 2, e2p, 128, fake + 2056, sa); }, "misaligned a_perm");
+  expect_error(ErrorCode::kMisaligned,
+               [&] { pq(x, 4, 256, 2, e2p, 128, a, reinterpret_cast<float*>(fake + 3076)); }, "misaligned sa_perm");
+  expect_error(ErrorCode::kMisaligned,
+               [&] { pq(x, 4, 256, 2, reinterpret_cast<int32_t*>(fake + 1026), 128, a, sa); }, "misaligned e2p");
+  // Nothing to write: no launch, so these run without a GPU too. No scratch buffers are needed.
+  EXPECT_NO_THROW(pq(nullptr, 0, 2880, 8, nullptr, 1024, nullptr, nullptr));
+  EXPECT_NO_THROW(pq(nullptr, 4, 2880, 8, nullptr, 0, nullptr, nullptr));
+}
+
+TEST(MoeSortValidation, SingleCtaPathRule) {
+  // Pure host rule (no GPU): T * k <= 4096 and local_count <= 1024; invalid sizes throw.
+  using moekit::detail::moe_sort_single_cta;
+  EXPECT_TRUE(moe_sort_single_cta(0, 8, 1));
+  EXPECT_TRUE(moe_sort_single_cta(1, 8, 256));
+  EXPECT_TRUE(moe_sort_single_cta(512, 8, 1024));
+  EXPECT_FALSE(moe_sort_single_cta(513, 8, 256));
+  EXPECT_FALSE(moe_sort_single_cta(1, 1, 1025));
+  expect_error(ErrorCode::kInvalidArgument, [] { moe_sort_single_cta(-1, 8, 256); }, "T < 0");
+  expect_error(ErrorCode::kInvalidArgument, [] { moe_sort_single_cta(1, 0, 256); }, "k = 0");
 }
 
 }  // namespace
