@@ -1,5 +1,5 @@
 // End-to-end GPU test of the unfused MoE forward (sort → permute/quantize → GEMM1 → SwiGLU/requant
-// → GEMM2 → combine) against a CPU float64 reference of SPEC §3 on every token.
+// → GEMM2 → combine) against the CPU float64 reference of SPEC §3 (moe_reference.h) on every token.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "moe/moe_reference.h"
 #include "moe/moe_unfused.h"
 #include "moekit/moekit.h"
 #include "runtime/device_buffer.h"
@@ -30,47 +31,12 @@ struct Layer {
 // Each stage alone is held to its own tight bound in its own tests.
 constexpr double kEndToEndBound = 1.5e-2;
 
-struct HostWeights {
-  std::vector<uint8_t> w1, w2;
-  std::vector<float> sw1, sw2;
-};
-
-// SPEC §3 for one token on the host (float64 GEMMs, float SwiGLU, host quantizers), with the
-// unfused path's one deviation modelled: GEMM1's output (g, u) is rounded to bf16 before SwiGLU.
-// (Without that rounding the unfused result differs by ~1.5% relative L2: the bf16 perturbation of
-// h flips a few percent of the FP8 codes of the requantization by one step, ~12% each. The fused
-// layer, which never rounds g/u to bf16, is to be checked against the reference without it.)
-std::vector<double> reference_token(const Layer& L, const std::vector<float>& x_row, const int32_t* ids,
-                                    const float* w, const HostWeights& hw) {
-  const int64_t h = L.h, I = L.inter;
-  const int64_t kbh = moekit::ceil_div(h, 128), kbi = moekit::ceil_div(I, 128);
-  std::vector<uint8_t> qa(static_cast<size_t>(h)), hq(static_cast<size_t>(I));
-  std::vector<float> sa(static_cast<size_t>(kbh)), sh(static_cast<size_t>(kbi)), hv(static_cast<size_t>(I));
-  moekit::quantize_1x128(x_row.data(), 1, h, h, qa.data(), h, sa.data(), false);
-  std::vector<double> y(static_cast<size_t>(h), 0.0), gu(static_cast<size_t>(2 * I)), out(static_cast<size_t>(h));
-  for (int j = 0; j < L.k; ++j) {
-    const int e = ids[j] - L.local_offset;
-    if (ids[j] < 0 || ids[j] >= L.e_total || e < 0 || e >= L.local_count) continue;
-    const size_t w1_off = size_t(e) * size_t(2 * I * h), sw1_off = size_t(e) * size_t(moekit::ceil_div(2 * I, 128) * kbh);
-    moekit::gemm_reference(qa.data(), h, sa.data(), hw.w1.data() + w1_off, h, hw.sw1.data() + sw1_off, 1, 2 * I, h,
-                           gu.data());
-    for (int64_t c = 0; c < I; ++c) {
-      float g = moekit::bf16_to_float(moekit::bf16_from_float(float(gu[size_t(c)])));
-      float u = moekit::bf16_to_float(moekit::bf16_from_float(float(gu[size_t(I + c)])));
-      if (L.limit > 0) {
-        g = std::min(g, L.limit);
-        u = std::max(std::min(u, L.limit), -L.limit);
-      }
-      hv[size_t(c)] = g / (1.0f + std::exp(-g)) * u;
-    }
-    moekit::quantize_1x128(hv.data(), 1, I, I, hq.data(), I, sh.data(), false);
-    const size_t w2_off = size_t(e) * size_t(h * I), sw2_off = size_t(e) * size_t(kbh * kbi);
-    moekit::gemm_reference(hq.data(), I, sh.data(), hw.w2.data() + w2_off, I, hw.sw2.data() + sw2_off, 1, h, I,
-                           out.data());
-    for (int64_t c = 0; c < h; ++c) y[size_t(c)] += double(w[j]) * out[size_t(c)];
-  }
-  return y;
-}
+// The reference is SPEC §3 (src/moe/moe_reference.h, shared with the layer's test and the bench)
+// with the unfused path's one deviation modelled: GEMM1's output (g, u) is rounded to bf16 before
+// SwiGLU. (Without that rounding the unfused result differs by ~1.5% relative L2: the bf16
+// perturbation of h flips a few percent of the FP8 codes of the requantization by one step, ~12%
+// each. The fused layer, which never rounds g/u to bf16, is checked without it.)
+constexpr bool kRoundGuBf16 = true;
 
 struct LayerRun {
   double rel_l2;
@@ -135,20 +101,25 @@ LayerRun run_layer(const Layer& L, int64_t t, uint64_t seed, bool use_graph = fa
 
   LayerRun r{};
   r.y = y.download<uint16_t>(size_t(t * h));
-  HostWeights hwts{w1.download<uint8_t>(size_t(E * 2 * I * h)), w2.download<uint8_t>(size_t(E * h * I)),
-                   sw1.download<float>(size_t(n_sw1)), sw2.download<float>(size_t(n_sw2))};
+  const auto hw1 = w1.download<uint8_t>(size_t(E * 2 * I * h)), hw2 = w2.download<uint8_t>(size_t(E * h * I));
+  const auto hsw1 = sw1.download<float>(size_t(n_sw1)), hsw2 = sw2.download<float>(size_t(n_sw2));
   const auto hx = x.download<uint16_t>(size_t(t * h));
-  std::vector<float> got, xr(static_cast<size_t>(h));
-  std::vector<double> ref;
-  for (int64_t i = 0; i < t; ++i) {
-    for (int64_t c = 0; c < h; ++c) xr[size_t(c)] = moekit::bf16_to_float(hx[size_t(i * h + c)]);
-    const auto yr = reference_token(L, xr, hid.data() + i * L.k, hw8.data() + i * L.k, hwts);
-    for (int64_t c = 0; c < h; ++c) {
-      const float v = moekit::bf16_to_float(r.y[size_t(i * h + c)]);
-      r.nonfinite += !std::isfinite(v);
-      got.push_back(v);
-      ref.push_back(yr[size_t(c)]);
-    }
+  moekit::detail::MoeReferenceConfig rc;
+  rc.num_experts = L.e_total;
+  rc.top_k = L.k;
+  rc.hidden = h;
+  rc.inter = I;
+  rc.limit = L.limit;
+  rc.local_offset = L.local_offset;
+  rc.local_count = L.local_count;
+  rc.round_gu_bf16 = kRoundGuBf16;
+  const std::vector<double> ref = moekit::detail::moe_reference(
+      rc, hx.data(), hid.data(), hw8.data(), t,
+      moekit::detail::moe_reference_fetch_all(rc, hw1.data(), hsw1.data(), hw2.data(), hsw2.data()));
+  std::vector<float> got(size_t(t * h));
+  for (size_t i = 0; i < got.size(); ++i) {
+    got[i] = moekit::bf16_to_float(r.y[i]);
+    r.nonfinite += !std::isfinite(got[i]);
   }
   r.rel_l2 = moekit::relative_l2_error(got.data(), ref.data(), got.size());
   int32_t inv = -1;
