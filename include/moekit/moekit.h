@@ -6,5 +6,6 @@
 #include "moekit/quantize.h"
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_ops.h"
+#include "moekit/moe_layer.h"
 #include "moekit/moe_sort.h"
 #include "moekit/routing.h"

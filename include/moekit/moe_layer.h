@@ -1,0 +1,145 @@
+// moekit — the FP8 block-scaled Mixture-of-Experts layer (SPEC §3), public API.
+//
+//   y[t] = Σ_j topk_weights[t, j] · W2[e] · quant(silu(g) · u),   (g, u) = W1[e] · quant(x[t]),
+//   e = topk_ids[t, j]
+//
+// Life cycle:
+//   1. MoeLayer layer(config);                        validates the configuration (no GPU needed)
+//   2. layer.prepare_weights(w, buf, bytes, stream);  one-time weight preparation into caller memory
+//   3. layer.prepare_kernels(T, ws, ws_bytes, stream) (optional) compiles the kernels a forward
+//      with T tokens uses, so that forward can then be captured in a CUDA graph
+//   4. layer.forward(args, stream);                   any number of times, asynchronous, no host sync
+//
+// Memory: the layer allocates no device memory in forward. The caller owns the prepared-weight
+// buffer (prepared_weight_bytes()) and the per-call workspace (workspace_size(T)), both 256-byte
+// aligned (cudaMalloc memory is).
+//
+// Thread-safety: construction and prepare_weights are set-up steps (not thread-safe, and
+// prepare_weights must not run concurrently with forward). Afterwards the layer is immutable:
+// forward, prepare_kernels and the size queries are const and may be called concurrently from
+// several threads, on different streams, each call with its own workspace and outputs.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <cuda_runtime_api.h>
+
+#include "moekit/routing.h"
+
+namespace moekit {
+
+/// Shape and options of one MoE layer.
+struct MoeConfig {
+  int num_experts = 0;   ///< E: experts of the whole model (ids are in [0, E)); 1 ≤ E ≤ 65536
+  int top_k = 0;         ///< k: slots per token; 1 ≤ k ≤ E
+  int64_t hidden = 0;    ///< H: model width; a multiple of 16, 16 ≤ H ≤ 2^20 (need not be a multiple of 128)
+  int64_t inter = 0;     ///< I: expert intermediate width; a multiple of 16, 16 ≤ I ≤ 2^20
+  /// How forward gets the top-k ids and weights. Set: forward may take router logits and routes
+  /// them with this configuration (its num_experts / top_k must equal E / k, or be 0 to inherit
+  /// them; correction_bias, a device pointer, must stay valid while the layer is used).
+  /// Unset: the caller always passes topk_ids / topk_weights.
+  std::optional<RoutingConfig> routing;
+  float limit = 0.0f;    ///< SwiGLU clamp: g ≤ limit, −limit ≤ u ≤ limit; ≤ 0: no clamp (NaN/+Inf rejected)
+  /// Expert-parallel slice: this layer computes only experts [local_offset, local_offset +
+  /// local_count) and y gets only their contributions. local_count = 0 means all experts (then
+  /// local_offset must be 0). The weights hold the local experts only.
+  int local_offset = 0;
+  int local_count = 0;
+  /// Bit-identical output from run to run (and between eager and graph replay) for the same
+  /// inputs. The current implementation is deterministic in both modes; the flag reserves the
+  /// right to use atomics when it is false.
+  bool deterministic = false;
+};
+
+/// The user's weights of the local experts in the SPEC §3 convention (device pointers).
+struct MoeWeights {
+  const void* w1 = nullptr;   ///< FP8 E4M3 [E_local, 2I, H]: rows [0, I) gate, [I, 2I) up; 16-byte aligned
+  const float* sw1 = nullptr; ///< FP32 [E_local, ceil(2I/128), ceil(H/128)]; 4-byte aligned
+  const void* w2 = nullptr;   ///< FP8 E4M3 [E_local, H, I]; 16-byte aligned
+  const float* sw2 = nullptr; ///< FP32 [E_local, ceil(H/128), ceil(I/128)]; 4-byte aligned
+};
+
+/// Inputs and outputs of one forward call (device pointers).
+/// Routing: either `logits` (requires MoeConfig::routing) or `topk_ids` + `topk_weights`, not both.
+struct MoeForwardArgs {
+  int64_t num_tokens = 0;      ///< T ≥ 0; T · k < 2^31. T = 0 launches nothing and leaves y untouched
+  const void* x = nullptr;     ///< bf16 [T, H] row-major; 16-byte aligned
+  void* y = nullptr;           ///< bf16 [T, H] row-major, fully written (no accumulation); 16-byte aligned,
+                               ///< must not overlap x or the workspace
+  const void* logits = nullptr;              ///< [T, E] router logits (fp32 or bf16, see logits_type)
+  LogitsType logits_type = LogitsType::kFloat32;
+  const int32_t* topk_ids = nullptr;         ///< [T, k]: -1 = no expert; ids outside [-1, E) are invalid
+  const float* topk_weights = nullptr;       ///< [T, k]
+  /// Optional, logits path only: where the routed ids / weights [T, k] are also written (e.g. to
+  /// inspect or reuse the routing). Null: they live only in the workspace.
+  int32_t* routed_ids = nullptr;
+  float* routed_weights = nullptr;
+  /// Optional device int32: set (not accumulated) to the number of slots with an id outside
+  /// [-1, E) over the whole batch. Such slots are skipped (never an out-of-bounds access). Written
+  /// on every call with T > 0; with T = 0 it is set to 0.
+  int32_t* invalid_count = nullptr;
+  void* workspace = nullptr;   ///< scratch, 256-byte aligned, at least workspace_size(T) bytes (T = 0: may be null)
+  size_t workspace_bytes = 0;
+};
+
+/// The MoE layer. See the top of this header for the life cycle and thread-safety.
+class MoeLayer {
+ public:
+  /// Checks a configuration without constructing a layer; throws moekit::Error(kInvalidArgument)
+  /// naming the offending field. Needs no GPU.
+  static void validate(const MoeConfig& config);
+
+  /// Validates `config` (as validate) and stores it, with local_count = 0 resolved to E and the
+  /// routing configuration's num_experts / top_k filled in. Touches no GPU.
+  explicit MoeLayer(const MoeConfig& config);
+
+  /// The validated configuration (local_count and routing resolved).
+  const MoeConfig& config() const { return config_; }
+
+  /// Bytes of the prepared-weight buffer prepare_weights fills (a pure function of the config).
+  size_t prepared_weight_bytes() const;
+
+  /// One-time weight preparation: converts W1 / sW1 (SPEC convention) into the kernels' layout in
+  /// `prepared` (caller-owned device memory, 256-byte aligned, ≥ prepared_weight_bytes(); keep it
+  /// alive and unchanged while the layer is used). W2 / sW2 are used in place, not copied: their
+  /// pointers are kept, so they must stay alive and unchanged too. W1 / sW1 may be freed once
+  /// `stream` has passed this call. Asynchronous on `stream`; a forward on another stream must be
+  /// ordered after it by the caller. May be called again to switch weights (not concurrently with
+  /// forward). Throws kInvalidArgument / kMisaligned on bad pointers or a too small buffer.
+  void prepare_weights(const MoeWeights& weights, void* prepared, size_t prepared_bytes, cudaStream_t stream);
+
+  /// True once prepare_weights has been called.
+  bool weights_prepared() const { return prepared_; }
+
+  /// Workspace bytes forward needs for T tokens (includes the routed ids and weights when routing
+  /// from logits). Non-decreasing in T; 0 for T = 0. Needs a CUDA device for T > 0 (the sort's
+  /// scratch size depends on the device). Throws kInvalidArgument for T < 0 or T · k ≥ 2^31.
+  size_t workspace_size(int64_t num_tokens) const;
+
+  /// Runs the layer on `stream`: asynchronous, no host synchronization, allocates nothing,
+  /// capturable in a CUDA graph once the kernels for this T are compiled (prepare_kernels, or any
+  /// earlier forward with the same T). Validates every pointer, alignment and size before
+  /// launching anything: kInvalidArgument (including "workspace too small", "weights not
+  /// prepared"), kMisaligned. y[t] gets the sum over t's slots in slot order, accumulated in FP32
+  /// and rounded once to bf16; tokens whose slots are all dropped (-1, invalid, or outside the EP
+  /// slice) get y = 0. NaN/Inf in x row t affect y row t only.
+  void forward(const MoeForwardArgs& args, cudaStream_t stream) const;
+
+  /// Compiles (NVRTC, cached in memory and on disk) and loads every kernel a forward with
+  /// `num_tokens` tokens launches, by running one forward on zero inputs (x, y, logits / ids are
+  /// allocated here; `workspace` as for forward), then synchronizes `stream`. Call it once per
+  /// token count you will capture in a CUDA graph, after prepare_weights; capturing a forward
+  /// whose kernels are not compiled yet fails. Which kernels run depends only on T and the
+  /// config, never on the routing, so the graph may be replayed with any inputs. T = 0: no-op.
+  void prepare_kernels(int64_t num_tokens, void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
+
+ private:
+  MoeConfig config_;
+  bool prepared_ = false;
+  const void* w1p_ = nullptr;
+  const float* sw1p_ = nullptr;
+  const void* w2_ = nullptr;
+  const float* sw2_ = nullptr;
+};
+
+}  // namespace moekit

@@ -1,0 +1,268 @@
+// The public MoE layer (include/moekit/moe_layer.h): configuration and argument validation, the
+// workspace layout (routing output + the internal forward's scratch), routing from logits, and the
+// call into the internal forward (moe_forward.h), whose kernels may change behind it.
+#include "moekit/moe_layer.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "common/check.h"
+#include "moe/moe_forward.h"
+#include "moekit/numerics.h"
+#include "runtime/device_buffer.h"
+
+namespace moekit {
+namespace detail {
+// routing_reference.cpp: the routing configuration check shared with route().
+void validate_routing_config(const RoutingConfig& c, const char* fn);
+}  // namespace detail
+
+namespace {
+
+constexpr size_t kAlign = 256;
+constexpr int kMaxExperts = 65536;
+constexpr int64_t kMaxDim = int64_t{1} << 20;
+constexpr auto kInv = ErrorCode::kInvalidArgument;
+
+size_t align256(size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+bool aligned(const void* p, uintptr_t a) { return addr(p) % a == 0; }
+
+// [a, a + na) and [b, b + nb) share a byte.
+bool overlap(const void* a, size_t na, const void* b, size_t nb) {
+  if (!a || !b || na == 0 || nb == 0) return false;
+  return addr(a) < addr(b) + nb && addr(b) < addr(a) + na;
+}
+
+// The config with local_count and routing resolved (after validation).
+MoeConfig resolved(const MoeConfig& c) {
+  MoeConfig r = c;
+  if (r.local_count == 0) r.local_count = r.num_experts;
+  if (r.routing) {
+    if (r.routing->num_experts == 0) r.routing->num_experts = r.num_experts;
+    if (r.routing->top_k == 0) r.routing->top_k = r.top_k;
+  }
+  return r;
+}
+
+// Workspace regions, offsets from the (256-byte aligned) base.
+struct WsLayout {
+  size_t ids = 0, weights = 0, invalid = 0, inner = 0;
+  size_t inner_bytes = 0;
+  size_t total = 0;
+};
+
+WsLayout ws_layout(const MoeConfig& c, int64_t t) {
+  WsLayout w;
+  size_t at = 0;
+  const size_t slots = static_cast<size_t>(t) * static_cast<size_t>(c.top_k);
+  if (c.routing) {
+    w.ids = at;
+    at = align256(at + slots * sizeof(int32_t));
+    w.weights = at;
+    at = align256(at + slots * sizeof(float));
+  }
+  w.invalid = at;
+  at = align256(at + sizeof(int32_t));
+  w.inner = at;
+  w.inner_bytes = detail::moe_forward_workspace_size(t, c.top_k, c.hidden, c.inter, c.local_count);
+  w.total = at + w.inner_bytes;
+  return w;
+}
+
+void check_tokens(const MoeConfig& c, int64_t t, const char* fn) {
+  MOEKIT_REQUIRE(t >= 0, kInv, fn, ": num_tokens = ", t, " must be >= 0");
+  MOEKIT_REQUIRE(t <= INT32_MAX / c.top_k, kInv, fn, ": num_tokens * top_k = ", t, " * ", c.top_k,
+                 " must be < 2^31");
+}
+
+}  // namespace
+
+void MoeLayer::validate(const MoeConfig& c) {
+  const char* fn = "moekit::MoeLayer";
+  MOEKIT_REQUIRE(c.num_experts >= 1 && c.num_experts <= kMaxExperts, kInv, fn, ": num_experts = ", c.num_experts,
+                 " must be in [1, ", kMaxExperts, "]");
+  MOEKIT_REQUIRE(c.top_k >= 1 && c.top_k <= c.num_experts, kInv, fn, ": top_k = ", c.top_k,
+                 " must be in [1, num_experts = ", c.num_experts, "]");
+  MOEKIT_REQUIRE(c.hidden >= 16 && c.hidden <= kMaxDim && c.hidden % 16 == 0, kInv, fn, ": hidden = ", c.hidden,
+                 " must be a multiple of 16 in [16, 2^20] (16-byte rows for TMA)");
+  MOEKIT_REQUIRE(c.inter >= 16 && c.inter <= kMaxDim && c.inter % 16 == 0, kInv, fn, ": inter = ", c.inter,
+                 " must be a multiple of 16 in [16, 2^20] (16-byte rows for TMA)");
+  MOEKIT_REQUIRE(!std::isnan(c.limit) && c.limit != INFINITY, kInv, fn, ": limit = ", c.limit,
+                 " must be finite (use 0 for no clamp)");
+  if (c.local_count == 0) {
+    MOEKIT_REQUIRE(c.local_offset == 0, kInv, fn, ": local_count = 0 means all experts, so local_offset (",
+                   c.local_offset, ") must be 0; give local_count for an expert-parallel slice");
+  } else {
+    MOEKIT_REQUIRE(c.local_count >= 1 && c.local_offset >= 0 &&
+                       int64_t(c.local_offset) + int64_t(c.local_count) <= int64_t(c.num_experts),
+                   kInv, fn, ": the expert-parallel slice [local_offset, local_offset + local_count) = [",
+                   c.local_offset, ", ", int64_t(c.local_offset) + c.local_count,
+                   ") must be non-empty and inside [0, num_experts = ", c.num_experts, ")");
+  }
+  if (c.routing) {
+    const RoutingConfig& r = *c.routing;
+    MOEKIT_REQUIRE(r.num_experts == 0 || r.num_experts == c.num_experts, kInv, fn, ": routing.num_experts = ",
+                   r.num_experts, " differs from num_experts = ", c.num_experts, " (0 inherits it)");
+    MOEKIT_REQUIRE(r.top_k == 0 || r.top_k == c.top_k, kInv, fn, ": routing.top_k = ", r.top_k,
+                   " differs from top_k = ", c.top_k, " (0 inherits it)");
+    detail::validate_routing_config(*resolved(c).routing, "moekit::MoeLayer: routing");
+    MOEKIT_REQUIRE(aligned(r.correction_bias, 4), ErrorCode::kMisaligned, fn,
+                   ": routing.correction_bias must be 4-byte aligned");
+  }
+}
+
+MoeLayer::MoeLayer(const MoeConfig& config) {
+  validate(config);
+  config_ = resolved(config);
+}
+
+size_t MoeLayer::prepared_weight_bytes() const {
+  const auto s = detail::moe_prepared_sizes(config_.local_count, config_.hidden, config_.inter);
+  return align256(s.w1_bytes) + s.sw1_bytes;
+}
+
+void MoeLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepared_bytes, cudaStream_t stream) {
+  const char* fn = "moekit::MoeLayer::prepare_weights";
+  MOEKIT_REQUIRE(w.w1 && w.sw1 && w.w2 && w.sw2, kInv, fn, ": w1, sw1, w2 and sw2 are all required");
+  MOEKIT_REQUIRE(aligned(w.w1, 16) && aligned(w.w2, 16), ErrorCode::kMisaligned, fn,
+                 ": w1 and w2 must be 16-byte aligned");
+  MOEKIT_REQUIRE(aligned(w.sw1, 4) && aligned(w.sw2, 4), ErrorCode::kMisaligned, fn,
+                 ": sw1 and sw2 must be 4-byte aligned");
+  MOEKIT_REQUIRE(prepared != nullptr, kInv, fn, ": the prepared-weight buffer is null");
+  MOEKIT_REQUIRE(aligned(prepared, kAlign), ErrorCode::kMisaligned, fn, ": the prepared-weight buffer (", prepared,
+                 ") must be 256-byte aligned");
+  const size_t need = prepared_weight_bytes();
+  MOEKIT_REQUIRE(prepared_bytes >= need, kInv, fn, ": prepared_bytes = ", prepared_bytes,
+                 " is too small; prepared_weight_bytes() = ", need);
+  const auto s = detail::moe_prepared_sizes(config_.local_count, config_.hidden, config_.inter);
+  char* base = static_cast<char*>(prepared);
+  float* sw1p = reinterpret_cast<float*>(base + align256(s.w1_bytes));
+  detail::moe_prepare_w1(w.w1, w.sw1, config_.local_count, config_.hidden, config_.inter, base, sw1p, stream);
+  w1p_ = base;
+  sw1p_ = sw1p;
+  w2_ = w.w2;
+  sw2_ = w.sw2;
+  prepared_ = true;
+}
+
+size_t MoeLayer::workspace_size(int64_t num_tokens) const {
+  check_tokens(config_, num_tokens, "moekit::MoeLayer::workspace_size");
+  if (num_tokens == 0) return 0;
+  return ws_layout(config_, num_tokens).total;
+}
+
+void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
+  const char* fn = "moekit::MoeLayer::forward";
+  const int64_t t = a.num_tokens;
+  check_tokens(config_, t, fn);
+  const bool from_logits = a.logits != nullptr;
+  const bool from_ids = a.topk_ids != nullptr || a.topk_weights != nullptr;
+  MOEKIT_REQUIRE(!(from_logits && from_ids), kInv, fn,
+                 ": give either logits or topk_ids/topk_weights, not both");
+  MOEKIT_REQUIRE(!from_logits || config_.routing, kInv, fn,
+                 ": logits given but the layer has no routing configuration (MoeConfig::routing)");
+  MOEKIT_REQUIRE(!(a.routed_ids || a.routed_weights) || (a.routed_ids && a.routed_weights && !from_ids), kInv, fn,
+                 ": routed_ids and routed_weights go together and only with logits");
+  MOEKIT_REQUIRE(aligned(a.invalid_count, 4), ErrorCode::kMisaligned, fn, ": invalid_count must be 4-byte aligned");
+  if (t == 0) {
+    if (a.invalid_count) MOEKIT_CUDA_CHECK(cudaMemsetAsync(a.invalid_count, 0, sizeof(int32_t), stream));
+    return;
+  }
+  MOEKIT_REQUIRE(prepared_, kInv, fn, ": weights not prepared (call prepare_weights first)");
+  MOEKIT_REQUIRE(from_logits || from_ids, kInv, fn, ": routing input missing: give logits or topk_ids/topk_weights");
+  MOEKIT_REQUIRE(!from_ids || (a.topk_ids && a.topk_weights), kInv, fn,
+                 ": topk_ids and topk_weights must both be given");
+  MOEKIT_REQUIRE(a.x && a.y, kInv, fn, ": x and y are required with num_tokens = ", t);
+  MOEKIT_REQUIRE(aligned(a.x, 16) && aligned(a.y, 16), ErrorCode::kMisaligned, fn,
+                 ": x and y must be 16-byte aligned");
+  MOEKIT_REQUIRE(aligned(a.topk_ids, 4) && aligned(a.topk_weights, 4) && aligned(a.routed_ids, 4) &&
+                     aligned(a.routed_weights, 4),
+                 ErrorCode::kMisaligned, fn, ": topk / routed ids and weights must be 4-byte aligned");
+  MOEKIT_REQUIRE(a.workspace != nullptr, kInv, fn, ": workspace is null with num_tokens = ", t);
+  MOEKIT_REQUIRE(aligned(a.workspace, kAlign), ErrorCode::kMisaligned, fn, ": workspace (", a.workspace,
+                 ") must be 256-byte aligned");
+  const WsLayout ws = ws_layout(config_, t);
+  MOEKIT_REQUIRE(a.workspace_bytes >= ws.total, kInv, fn, ": workspace too small: workspace_bytes = ",
+                 a.workspace_bytes, ", workspace_size(", t, ") = ", ws.total);
+  const size_t xy_bytes = static_cast<size_t>(t) * static_cast<size_t>(config_.hidden) * 2;
+  MOEKIT_REQUIRE(!overlap(a.y, xy_bytes, a.x, xy_bytes) && !overlap(a.y, xy_bytes, a.workspace, ws.total), kInv,
+                 fn, ": y overlaps x or the workspace");
+
+  char* base = static_cast<char*>(a.workspace);
+  const int32_t* ids = a.topk_ids;
+  const float* weights = a.topk_weights;
+  if (from_logits) {
+    int32_t* rid = a.routed_ids ? a.routed_ids : reinterpret_cast<int32_t*>(base + ws.ids);
+    float* rw = a.routed_weights ? a.routed_weights : reinterpret_cast<float*>(base + ws.weights);
+    route(*config_.routing, a.logits, a.logits_type, t, rid, rw, stream);
+    ids = rid;
+    weights = rw;
+  }
+
+  detail::MoeForwardArgs f;
+  f.num_tokens = t;
+  f.top_k = config_.top_k;
+  f.hidden = config_.hidden;
+  f.inter = config_.inter;
+  f.num_experts = config_.num_experts;
+  f.local_offset = config_.local_offset;
+  f.local_count = config_.local_count;
+  f.limit = config_.limit;
+  f.deterministic = config_.deterministic;
+  f.x = a.x;
+  f.topk_ids = ids;
+  f.topk_weights = weights;
+  f.w1p = w1p_;
+  f.sw1p = sw1p_;
+  f.w2 = w2_;
+  f.sw2 = sw2_;
+  f.y = a.y;
+  f.invalid_count = a.invalid_count ? a.invalid_count : reinterpret_cast<int32_t*>(base + ws.invalid);
+  detail::moe_forward(f, base + ws.inner, ws.inner_bytes, stream);
+}
+
+void MoeLayer::prepare_kernels(int64_t num_tokens, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream) const {
+  const char* fn = "moekit::MoeLayer::prepare_kernels";
+  check_tokens(config_, num_tokens, fn);
+  if (num_tokens == 0) return;
+  MOEKIT_REQUIRE(prepared_, kInv, fn, ": weights not prepared (call prepare_weights first)");
+  const int64_t t = num_tokens;
+  const size_t xy = static_cast<size_t>(t * config_.hidden) * 2;
+  const size_t slots = static_cast<size_t>(t) * size_t(config_.top_k);
+  detail::DeviceBuffer x(xy), y(xy), logits, ids, weights;
+  MOEKIT_CUDA_CHECK(cudaMemsetAsync(x.get(), 0, xy, stream));
+  MoeForwardArgs a;
+  a.num_tokens = t;
+  a.x = x.get();
+  a.y = y.get();
+  a.workspace = workspace;
+  a.workspace_bytes = workspace_bytes;
+  if (config_.routing) {
+    // The logits path runs route() too, so its module is loaded before any capture.
+    logits = detail::DeviceBuffer(static_cast<size_t>(t) * size_t(config_.num_experts) * sizeof(float));
+    MOEKIT_CUDA_CHECK(cudaMemsetAsync(logits.get(), 0, logits.bytes(), stream));
+    a.logits = logits.get();
+    a.logits_type = LogitsType::kFloat32;
+  } else {
+    ids = detail::DeviceBuffer(slots * sizeof(int32_t));
+    weights = detail::DeviceBuffer(slots * sizeof(float));
+    MOEKIT_CUDA_CHECK(cudaMemsetAsync(ids.get(), 0, ids.bytes(), stream));
+    MOEKIT_CUDA_CHECK(cudaMemsetAsync(weights.get(), 0, weights.bytes(), stream));
+    a.topk_ids = ids.as<int32_t>();
+    a.topk_weights = weights.as<float>();
+  }
+  forward(a, stream);
+  if (config_.routing) {
+    // Also load the bf16-logits routing kernel (zero bytes are bf16 zeros).
+    ids = detail::DeviceBuffer(slots * sizeof(int32_t));
+    weights = detail::DeviceBuffer(slots * sizeof(float));
+    route(*config_.routing, logits.get(), LogitsType::kBFloat16, t, ids.as<int32_t>(), weights.as<float>(), stream);
+  }
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace moekit
