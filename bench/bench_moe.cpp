@@ -1,18 +1,57 @@
-// `moekit bench moe`: the MoE layer on synthetic weights per SPEC §5 preset and token count.
-// For now it times the unfused layer (routing + moe_sort + permute/quantize + grouped GEMM1 +
-// SwiGLU/requant + grouped GEMM2 + combine), the in-process baseline the fused layer will be
-// compared with. Correctness is covered by tests/gpu/test_moe_unfused.cpp.
+// `moekit bench moe`: the public MoE layer (moekit::MoeLayer, include/moekit/moe_layer.h) on
+// synthetic weights per SPEC §5 preset and token count — the project's main benchmark.
+//
+//   moekit bench moe [--preset NAME|all] [--tokens 1,8,64,...] [--reps R] [--format text|csv|json]
+//                    [--no-check] [--no-baseline]
+//
+// Inputs: x uniform in [-1, 1); router logits uniform in [-2, 2) (fp32); sigmoid_grouped
+// correction bias uniform in [-0.01, 0.01). (Wider logits saturate the sigmoid and let the bias
+// decide: with logits in [-4, 4] and bias in [-0.1, 0.1] only ~90 of DeepSeek-V3's 256 experts
+// were hit at T = 64, where uniform routing hits ~220. With these ranges the CPU routing reference
+// hits 59 / 227 / 256 experts at T = 8 / 64 / 256 for deepseek-v3 (uniform: 57 / 221 / 256), and
+// the softmax presets match uniform use; kimi-k2, 384 experts in one group, stays a little
+// below: 252 / 353 at T = 64 / 256 vs 283 / 382.) Weights: random E4M3, scales in
+// [0.5e-4, 1e-4). The layer routes from the logits (routing included in every time).
+//
+// Columns
+//   experts_hit  distinct experts the routing picked (the decode floor streams each once)
+//   rel_l2       ‖y − ref‖ / ‖ref‖ vs the float64 SPEC §3 reference (src/moe/moe_reference.h) on
+//                every row for T ≤ 64, on 16 random rows (first and last included) otherwise
+//   us           whole layer from logits, median of R runs, CUDA events (bench_util)
+//   route_us     routing alone; moe_us  the layer from the routed ids (everything after routing).
+//                Stages inside the layer are not timed separately (they are internal to it).
+//   TFLOPS       2 · T · k · 3 · H · I / us;  weight_GB/s  touched experts' FP8 weights + scales / us
+//   floor_us     touched experts' weight bytes / measured device copy bandwidth (issue 4's decode
+//                floor); x_floor = us / floor_us
+//   vllm_us      vLLM's Triton fused_moe, its two GEMM launches only, measured on the H100 for
+//                deepseek-v3 (issue 4); vs_vllm = vllm_us / us
+//   base_us      in-process unfused baseline: route + moe_sort + permute/quantize (ours), then per
+//                expert cuBLASLt block-scaled FP8 GEMM1, swiglu_quantize, per expert cuBLASLt GEMM2,
+//                moe_combine; the per-expert row counts are downloaded before timing (the baseline
+//                may sync; the layer never does), the whole sequence is replayed as one CUDA graph.
+//                cuBLASLt needs each GEMM's A scales as one dense [kb, m] block, so every expert
+//                GEMM is preceded by one small 2D copy of its rows' scales (counted in base_us).
+//                vs_base = base_us / us; base_diff = ‖y − y_base‖ / ‖y_base‖ over all rows.
+// In csv / json mode the table alone goes to stdout, the notes to stderr.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <numeric>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "baseline/cublaslt.h"
 #include "bench/bench.h"
 #include "bench/bench_util.h"
-#include "moe/moe_unfused.h"
+#include "common/check.h"
+#include "moe/moe_reference.h"
 #include "moekit/moekit.h"
 #include "runtime/device.h"
 #include "runtime/device_buffer.h"
@@ -20,6 +59,8 @@
 
 namespace moekit::bench {
 namespace {
+
+using detail::DeviceBuffer;
 
 struct Preset {
   const char* name;
@@ -42,6 +83,8 @@ const Preset kPresets[] = {
     {"deepseek-v2-lite", 64, 6, 2048, 1408, RoutingMethod::kSoftmaxTopk, false, 1, 1, 1.0f, 0.0f},
 };
 
+constexpr int kSampleRows = 16;  // rows checked against the reference for T > 64
+
 // vLLM's Triton fused_moe GEMM-only times for deepseek-v3 on this H100 (from issue 4), µs.
 double vllm_deepseek_us(int64_t t) {
   switch (t) {
@@ -58,10 +101,243 @@ double vllm_deepseek_us(int64_t t) {
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "usage: moekit bench moe [--preset NAME|all] [--tokens T1,T2,...] [--reps R] [--csv|--json]\n"
+               "usage: moekit bench moe [--preset NAME|all] [--tokens T1,T2,...] [--reps R]\n"
+               "                        [--format text|csv|json] [--no-check] [--no-baseline]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
                "           gpt-oss-120b, deepseek-v2-lite, all\n"
-               "  tokens default: 1,8,64,256,1024,4096,16384\n");
+               "  tokens default: 1,8,64,256,1024,4096,16384\n"
+               "  --no-check     skip the float64 reference check (rel_l2)\n"
+               "  --no-baseline  skip the unfused cuBLASLt per-expert baseline (base_us)\n");
+}
+
+/// Rows compared with the reference: all for T ≤ 64, else kSampleRows (first, last, random).
+std::vector<int64_t> check_rows(int64_t t, uint64_t seed) {
+  std::vector<int64_t> v;
+  if (t <= 64) {
+    v.resize(size_t(t));
+    std::iota(v.begin(), v.end(), int64_t(0));
+    return v;
+  }
+  std::mt19937_64 rng(seed);
+  v = {0, t - 1};
+  while (int(v.size()) < kSampleRows) {
+    const int64_t r = int64_t(rng() % uint64_t(t));
+    if (std::find(v.begin(), v.end(), r) == v.end()) v.push_back(r);
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+/// rel L2 of y (device bf16 [T, H]) rows `rows` vs the float64 reference; weights fetched from the
+/// device one expert at a time.
+double reference_rel_l2(const Preset& p, const DeviceBuffer& x, const DeviceBuffer& y, const DeviceBuffer& ids,
+                        const DeviceBuffer& wts, const std::vector<int64_t>& rows, const DeviceBuffer& w1,
+                        const DeviceBuffer& sw1, const DeviceBuffer& w2, const DeviceBuffer& sw2) {
+  const int64_t h = p.h, I = p.inter, k = p.k, n = int64_t(rows.size());
+  std::vector<uint16_t> hx(size_t(n * h)), hy(size_t(n * h));
+  std::vector<int32_t> hid(size_t(n * k));
+  std::vector<float> hw(size_t(n * k));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = rows[size_t(i)];
+    MOEKIT_CUDA_CHECK(cudaMemcpy(hx.data() + i * h, x.as<uint16_t>() + r * h, size_t(h) * 2, cudaMemcpyDeviceToHost));
+    MOEKIT_CUDA_CHECK(cudaMemcpy(hy.data() + i * h, y.as<uint16_t>() + r * h, size_t(h) * 2, cudaMemcpyDeviceToHost));
+    MOEKIT_CUDA_CHECK(cudaMemcpy(hid.data() + i * k, ids.as<int32_t>() + r * k, size_t(k) * 4, cudaMemcpyDeviceToHost));
+    MOEKIT_CUDA_CHECK(cudaMemcpy(hw.data() + i * k, wts.as<float>() + r * k, size_t(k) * 4, cudaMemcpyDeviceToHost));
+  }
+  detail::MoeReferenceConfig rc;
+  rc.num_experts = p.e;
+  rc.top_k = p.k;
+  rc.hidden = h;
+  rc.inter = I;
+  rc.limit = p.limit;
+  rc.local_offset = 0;
+  rc.local_count = p.e;
+  rc.round_gu_bf16 = false;  // SPEC §3: GEMM1's output is not rounded
+  const size_t s1 = size_t(2 * I * h), s2 = size_t(h * I);
+  const size_t ss1 = size_t(ceil_div(2 * I, 128) * ceil_div(h, 128)), ss2 = size_t(ceil_div(h, 128) * ceil_div(I, 128));
+  std::vector<uint8_t> e1(s1), e2(s2);
+  std::vector<float> es1(ss1), es2(ss2);
+  auto fetch = [&](int e) {
+    MOEKIT_CUDA_CHECK(cudaMemcpy(e1.data(), w1.as<uint8_t>() + e * s1, s1, cudaMemcpyDeviceToHost));
+    MOEKIT_CUDA_CHECK(cudaMemcpy(e2.data(), w2.as<uint8_t>() + e * s2, s2, cudaMemcpyDeviceToHost));
+    MOEKIT_CUDA_CHECK(cudaMemcpy(es1.data(), sw1.as<float>() + e * ss1, ss1 * 4, cudaMemcpyDeviceToHost));
+    MOEKIT_CUDA_CHECK(cudaMemcpy(es2.data(), sw2.as<float>() + e * ss2, ss2 * 4, cudaMemcpyDeviceToHost));
+    return detail::MoeReferenceExpert{e1.data(), es1.data(), e2.data(), es2.data()};
+  };
+  const auto ref = detail::moe_reference(rc, hx.data(), hid.data(), hw.data(), n, fetch);
+  std::vector<float> got(hy.size());
+  for (size_t i = 0; i < got.size(); ++i) got[i] = bf16_to_float(hy[i]);
+  return relative_l2_error(got.data(), ref.data(), got.size());
+}
+
+/// The unfused cuBLASLt per-expert baseline for one (preset, T), see the header comment.
+class Baseline {
+ public:
+  Baseline(const Preset& p, int64_t t, const RoutingConfig& rc, baseline::CublasLt& lt, const DeviceBuffer& x,
+           const DeviceBuffer& logits, const DeviceBuffer& w1, const DeviceBuffer& sw1, const DeviceBuffer& w2,
+           const DeviceBuffer& sw2, cudaStream_t stream)
+      : p_(p), t_(t), rc_(rc), lt_(lt), x_(x), logits_(logits), w1_(w1), sw1_(sw1), w2_(w2), sw2_(sw2), s_(stream) {
+    const int64_t h = p.h, I = p.inter, E = p.e, k = p.k;
+    rows_ = moe_sort_rows_bound(t, p.k, p.e);
+    ids_ = DeviceBuffer(size_t(t * k) * 4);
+    wts_ = DeviceBuffer(size_t(t * k) * 4);
+    counts_ = DeviceBuffer(size_t(E) * 4);
+    offsets_ = DeviceBuffer(size_t(E + 1) * 4);
+    p2e_ = DeviceBuffer(size_t(rows_) * 4);
+    e2p_ = DeviceBuffer(size_t(t * k) * 4);
+    invalid_ = DeviceBuffer(4);
+    sort_ws_bytes_ = moe_sort_workspace_size(t, p.k, p.e);
+    sort_ws_ = DeviceBuffer(std::max<size_t>(sort_ws_bytes_, 256));
+    xq_ = DeviceBuffer(size_t(t * h));
+    sx_ = DeviceBuffer(size_t(t * ceil_div(h, 128)) * 4);
+    a_perm_ = DeviceBuffer(size_t(rows_ * h));
+    sa_perm_ = DeviceBuffer(size_t(sfa_physical_size(rows_, h)) * 4);
+    d1_ = DeviceBuffer(size_t(rows_ * 2 * I) * 2);
+    hq_ = DeviceBuffer(size_t(rows_ * I));
+    sa2_ = DeviceBuffer(size_t(sfa_physical_size(rows_, I)) * 4);
+    d2_ = DeviceBuffer(size_t(rows_ * h) * 2);
+    y_ = DeviceBuffer(size_t(t * h) * 2);
+    // Route and sort once to learn the per-expert row counts (host side, outside timing).
+    head();
+    MOEKIT_CUDA_CHECK(cudaStreamSynchronize(s_));
+    const auto counts = counts_.download<int32_t>(size_t(E));
+    const auto offsets = offsets_.download<int32_t>(size_t(E + 1));
+    for (int e = 0; e < E; ++e)
+      if (counts[size_t(e)] > 0) experts_.push_back({e, offsets[size_t(e)], align_up(counts[size_t(e)], 4)});
+    for (const Expert& ex : experts_) {
+      for (int g = 0; g < 2; ++g) {
+        const baseline::LtStatus st = lt_.prepare_fp8(gemm_args(ex, g), s_, slot(ex, g), sa_ld(g));
+        if (!st) throw Error(ErrorCode::kInternal, "cuBLASLt: " + st.message);
+      }
+    }
+  }
+
+  /// The whole baseline on the stream.
+  void run() {
+    head();
+    permute_quantize(x_.get(), t_, p_.h, p_.k, p2e_.as<int32_t>(), rows_, xq_.get(), sx_.as<float>(), a_perm_.get(),
+                     sa_perm_.as<float>(), false, s_);
+    gemms(0);
+    swiglu_quantize(d1_.get(), 2 * p_.inter, rows_, p_.inter, p_.limit, hq_.get(), p_.inter, sa2_.as<float>(), false,
+                    s_, offsets_.as<int32_t>() + p_.e);
+    gemms(1);
+    moe_combine(d2_.get(), p_.h, e2p_.as<int32_t>(), wts_.as<float>(), t_, p_.k, p_.h, y_.get(), p_.h, s_);
+  }
+
+  const DeviceBuffer& y() const { return y_; }
+
+ private:
+  struct Expert {
+    int e;
+    int64_t start, m4;
+  };
+
+  void head() {
+    route(rc_, logits_.get(), LogitsType::kFloat32, t_, ids_.as<int32_t>(), wts_.as<float>(), s_);
+    MoeSortBuffers b;
+    b.expert_counts = counts_.as<int32_t>();
+    b.expert_offsets = offsets_.as<int32_t>();
+    b.permuted_to_expanded = p2e_.as<int32_t>();
+    b.expanded_to_permuted = e2p_.as<int32_t>();
+    b.invalid_count = invalid_.as<int32_t>();
+    moe_sort(ids_.as<int32_t>(), t_, p_.k, p_.e, 0, p_.e, b, sort_ws_.get(), sort_ws_bytes_, s_);
+  }
+
+  int slot(const Expert& ex, int g) const { return g * p_.e + ex.e; }
+  int64_t sa_ld(int) const { return sfa_ld(rows_); }
+
+  GemmFp8Args gemm_args(const Expert& ex, int g) const {
+    const int64_t h = p_.h, I = p_.inter;
+    const int64_t kbh = ceil_div(h, 128), kbi = ceil_div(I, 128);
+    GemmFp8Args a;
+    a.m = ex.m4;
+    if (g == 0) {
+      a.n = 2 * I;
+      a.k = h;
+      a.a = a_perm_.as<uint8_t>() + ex.start * h;
+      a.lda = h;
+      a.sa = sa_perm_.as<float>() + ex.start;
+      a.b = w1_.as<uint8_t>() + size_t(ex.e) * size_t(2 * I * h);
+      a.ldb = h;
+      a.sb = sw1_.as<float>() + size_t(ex.e) * size_t(ceil_div(2 * I, 128) * kbh);
+      a.d = d1_.as<uint16_t>() + ex.start * 2 * I;
+      a.ldd = 2 * I;
+    } else {
+      a.n = h;
+      a.k = I;
+      a.a = hq_.as<uint8_t>() + ex.start * I;
+      a.lda = I;
+      a.sa = sa2_.as<float>() + ex.start;
+      a.b = w2_.as<uint8_t>() + size_t(ex.e) * size_t(h * I);
+      a.ldb = I;
+      a.sb = sw2_.as<float>() + size_t(ex.e) * size_t(kbh * kbi);
+      a.d = d2_.as<uint16_t>() + ex.start * h;
+      a.ldd = h;
+    }
+    return a;
+  }
+
+  void gemms(int g) {
+    for (const Expert& ex : experts_) {
+      const GemmFp8Args a = gemm_args(ex, g);
+      lt_.refresh_sa_fp8(a, s_, slot(ex, g), sa_ld(g));
+      const baseline::LtStatus st = lt_.gemm_fp8(a, s_, slot(ex, g));
+      if (!st) throw Error(ErrorCode::kInternal, "cuBLASLt: " + st.message);
+    }
+  }
+
+  const Preset& p_;
+  int64_t t_;
+  RoutingConfig rc_;
+  baseline::CublasLt& lt_;
+  const DeviceBuffer &x_, &logits_, &w1_, &sw1_, &w2_, &sw2_;
+  cudaStream_t s_;
+  int64_t rows_ = 0;
+  size_t sort_ws_bytes_ = 0;
+  DeviceBuffer ids_, wts_, counts_, offsets_, p2e_, e2p_, invalid_, sort_ws_, xq_, sx_, a_perm_, sa_perm_, d1_, hq_,
+      sa2_, d2_, y_;
+  std::vector<Expert> experts_;
+};
+
+/// Times the baseline as one CUDA graph (direct calls if capture fails); returns µs.
+double time_baseline(Baseline& b, cudaStream_t s, int reps, std::vector<std::string>& notes) {
+  b.run();  // first use outside capture
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool graphed = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+  if (graphed) {
+    try {
+      b.run();
+    } catch (const std::exception&) {
+      graphed = false;
+    }
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    graphed = graphed && end == cudaSuccess && graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  }
+  cudaGetLastError();
+  if (!graphed) notes.push_back("baseline: graph capture failed, timed as direct calls");
+  const double us = time_median_us(
+      [&](int) {
+        if (graphed) MOEKIT_CUDA_CHECK(cudaGraphLaunch(exec, s));
+        else b.run();
+      },
+      s, 2, reps);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  b.run();  // the output compared
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(s));
+  return us;
+}
+
+double rel_l2_bf16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& ref) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = bf16_to_float(a[i]), r = bf16_to_float(ref[i]);
+    num += (x - r) * (x - r);
+    den += r * r;
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 }  // namespace
@@ -70,17 +346,29 @@ int bench_moe_main(int argc, char** argv) {
   std::string preset = "deepseek-v3", format = "text";
   std::vector<int64_t> tokens = {1, 8, 64, 256, 1024, 4096, 16384};
   int reps = 10;
+  bool check = true, with_baseline = true;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--preset" && i + 1 < argc) preset = argv[++i];
     else if (arg == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--format" && i + 1 < argc) format = argv[++i];
     else if (arg == "--csv") format = "csv";
     else if (arg == "--json") format = "json";
+    else if (arg == "--no-check") check = false;
+    else if (arg == "--no-baseline") with_baseline = false;
     else if (arg == "--tokens" && i + 1 < argc) {
       tokens.clear();
       std::stringstream ss(argv[++i]);
       std::string item;
-      while (std::getline(ss, item, ',')) tokens.push_back(std::atoll(item.c_str()));
+      while (std::getline(ss, item, ',')) {
+        char* end = nullptr;
+        const long long v = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || v < 0) {
+          std::fprintf(stderr, "moekit bench moe: bad token count '%s'\n", item.c_str());
+          return 2;
+        }
+        tokens.push_back(v);
+      }
     } else if (arg == "-h" || arg == "--help") {
       usage(stdout);
       return 0;
@@ -90,36 +378,56 @@ int bench_moe_main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!detail::gpu_available()) {
-    std::fprintf(stderr, "moekit bench moe: no CUDA device visible\n");
-    return 1;
+  if (format != "text" && format != "csv" && format != "json") {
+    std::fprintf(stderr, "moekit bench moe: unknown format '%s'\n", format.c_str());
+    return 2;
   }
   std::vector<const Preset*> presets;
   for (const Preset& p : kPresets)
     if (preset == "all" || preset == p.name) presets.push_back(&p);
   if (presets.empty()) {
     std::fprintf(stderr, "moekit bench moe: unknown preset '%s'\n", preset.c_str());
+    usage(stderr);
     return 2;
   }
+  if (!detail::gpu_available()) {
+    std::fprintf(stderr, "moekit bench moe: no CUDA device visible\n");
+    return 1;
+  }
   FILE* info = format == "text" ? stdout : stderr;
+  const detail::DeviceInfo& dev = detail::current_device();
+  cudaDeviceProp prop{};
+  MOEKIT_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.device));
   const double copy_bw = measured_copy_bandwidth();
-  std::fprintf(info, "# unfused layer (routing + sort + permute/quant + GEMM1 + SwiGLU/requant + GEMM2 + combine); "
-                     "copy bandwidth %.0f GB/s\n", copy_bw / 1e9);
+  std::fprintf(info, "# moekit MoeLayer (routing from fp32 logits included); %s, %d SMs; copy bandwidth %.0f GB/s\n",
+               prop.name, dev.num_sms, copy_bw / 1e9);
+  std::fprintf(info, "# us = whole layer; route_us = routing alone; moe_us = layer from the routed ids; "
+                     "rel_l2 vs float64 SPEC reference (%s)\n",
+               check ? "all rows for T<=64, 16 sampled rows above" : "skipped: --no-check");
+  if (with_baseline)
+    std::fprintf(info, "# base = unfused: route + sort + permute/quant + cuBLASLt %s per expert GEMM1 + SwiGLU/quant + "
+                       "per expert GEMM2 + combine, one CUDA graph\n",
+                 baseline::CublasLt::version().c_str());
+  std::fflush(info);
+
   const BenchStream bench_stream;
   const cudaStream_t stream = bench_stream.get();
-  Table table({"preset", "T", "experts_hit", "us", "TFLOPS", "weight_GB/s", "floor_us", "x_floor", "vllm_gemm_us",
-               "vs_vllm"});
+  std::unique_ptr<baseline::CublasLt> lt;
+  if (with_baseline) lt = std::make_unique<baseline::CublasLt>();
+  Table table({"preset", "T", "experts_hit", "rel_l2", "us", "route_us", "moe_us", "TFLOPS", "weight_GB/s",
+               "floor_us", "x_floor", "vllm_us", "vs_vllm", "base_us", "vs_base", "base_diff", "note"});
+  int failures = 0;
   for (const Preset* p : presets) {
     const int64_t h = p->h, I = p->inter, E = p->e;
     const int64_t kbh = ceil_div(h, 128), kbi = ceil_div(I, 128);
-    detail::DeviceBuffer w1(size_t(E * 2 * I * h)), w2(size_t(E * h * I));
-    detail::DeviceBuffer sw1(size_t(E * ceil_div(2 * I, 128) * kbh * 4)), sw2(size_t(E * kbh * kbi * 4));
-    detail::DeviceBuffer bias(size_t(E * 4));
+    DeviceBuffer w1(size_t(E * 2 * I * h)), w2(size_t(E * h * I));
+    DeviceBuffer sw1(size_t(E * ceil_div(2 * I, 128) * kbh * 4)), sw2(size_t(E * kbh * kbi * 4));
+    DeviceBuffer bias(size_t(E * 4));
     detail::fill_random_e4m3(w1.get(), E * 2 * I * h, 11, stream);
     detail::fill_random_e4m3(w2.get(), E * h * I, 12, stream);
     detail::fill_random_f32(sw1.as<float>(), E * ceil_div(2 * I, 128) * kbh, 0.5e-4f, 1e-4f, 13, stream);
     detail::fill_random_f32(sw2.as<float>(), E * kbh * kbi, 0.5e-4f, 1e-4f, 14, stream);
-    detail::fill_random_f32(bias.as<float>(), E, -0.1f, 0.1f, 15, stream);
+    detail::fill_random_f32(bias.as<float>(), E, -0.01f, 0.01f, 15, stream);
     RoutingConfig rc;
     rc.method = p->method;
     rc.num_experts = p->e;
@@ -131,44 +439,121 @@ int bench_moe_main(int argc, char** argv) {
       rc.routed_scaling_factor = p->scale;
       rc.correction_bias = bias.as<float>();
     }
+    MoeConfig cfg;
+    cfg.num_experts = p->e;
+    cfg.top_k = p->k;
+    cfg.hidden = h;
+    cfg.inter = I;
+    cfg.routing = rc;
+    cfg.limit = p->limit;
+    MoeLayer layer(cfg);
+    DeviceBuffer prepared(layer.prepared_weight_bytes());
+    layer.prepare_weights({w1.get(), sw1.as<float>(), w2.get(), sw2.as<float>()}, prepared.get(), prepared.bytes(),
+                          stream);
     const double expert_bytes = double(2 * I * h + h * I) + 4.0 * double(ceil_div(2 * I, 128) * kbh + kbh * kbi);
     for (int64_t t : tokens) {
-      detail::DeviceBuffer x(size_t(std::max<int64_t>(t, 1) * h * 2)), logits(size_t(std::max<int64_t>(t, 1) * E * 4));
-      detail::DeviceBuffer ids(size_t(std::max<int64_t>(t * p->k, 1) * 4)), wts(size_t(std::max<int64_t>(t * p->k, 1) * 4));
-      detail::DeviceBuffer y(size_t(std::max<int64_t>(t, 1) * h * 2)), invalid(4);
-      detail::fill_random_bf16(x.get(), t * h, 1.0f, 21 + uint64_t(t), stream);
-      detail::fill_random_f32(logits.as<float>(), t * E, -4.0f, 4.0f, 31 + uint64_t(t), stream);
-      const size_t ws_bytes = detail::moe_unfused_workspace_size(t, p->k, h, I, p->e);
-      detail::DeviceBuffer ws(ws_bytes);
-      detail::MoeUnfusedArgs a;
-      a.num_tokens = t; a.top_k = p->k; a.hidden = h; a.inter = I; a.num_experts = p->e;
-      a.local_offset = 0; a.local_count = p->e; a.limit = p->limit;
-      a.x = x.get(); a.topk_ids = ids.as<int32_t>(); a.topk_weights = wts.as<float>();
-      a.w1 = w1.get(); a.sw1 = sw1.as<float>(); a.w2 = w2.get(); a.sw2 = sw2.as<float>();
-      a.y = y.get(); a.invalid_count = invalid.as<int32_t>();
-      auto layer = [&](int) {
-        route(rc, logits.get(), LogitsType::kFloat32, t, ids.as<int32_t>(), wts.as<float>(), stream);
-        detail::moe_forward_unfused(a, ws.get(), ws_bytes, stream);
-      };
-      layer(0);  // compile kernels, warm up
-      MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const double us = time_median_us(layer, stream, 2, reps);
-      // Experts touched by this routing (the decode floor streams their weights once).
-      const auto hid = ids.download<int32_t>(size_t(t * p->k));
-      const std::set<int32_t> hit(hid.begin(), hid.end());
-      const double flops = 2.0 * double(t) * p->k * double(2 * I * h + h * I);
-      // Decode floor as issue 4 defines it: touched experts' weight bytes / measured copy bandwidth.
-      const double floor_us = double(hit.size()) * expert_bytes / copy_bw * 1e6;
-      const double vllm = std::strcmp(p->name, "deepseek-v3") == 0 ? vllm_deepseek_us(t) : 0.0;
-      table.add_row({p->name, std::to_string(t), std::to_string(hit.size()), fmt("%.1f", us),
-                     fmt("%.1f", flops / (us * 1e-6) / 1e12),
-                     fmt("%.0f", double(hit.size()) * expert_bytes / (us * 1e-6) / 1e9), fmt("%.1f", floor_us),
-                     fmt("%.2f", us / floor_us), vllm > 0 ? fmt("%.0f", vllm) : "-",
-                     vllm > 0 ? fmt("%.2f", vllm / us) : "-"});
+      std::fprintf(stderr, "[%s T=%lld]\n", p->name, (long long)t);
+      std::vector<std::string> row = {p->name, std::to_string(t)};
+      std::vector<std::string> notes;
+      std::string hit_s = "-", rel_s = "-", us_s = "-", route_s = "-", moe_s = "-", tf_s = "-", gbs_s = "-",
+                  floor_s = "-", xf_s = "-", vllm_s = "-", vsv_s = "-", base_s = "-", vsb_s = "-", bdiff_s = "-";
+      try {
+        const int64_t tk = std::max<int64_t>(t * p->k, 1);
+        DeviceBuffer x(size_t(std::max<int64_t>(t, 1) * h * 2)), logits(size_t(std::max<int64_t>(t, 1) * E * 4));
+        DeviceBuffer ids(size_t(tk * 4)), wts(size_t(tk * 4)), y(size_t(std::max<int64_t>(t, 1) * h * 2)), invalid(4);
+        detail::fill_random_bf16(x.get(), t * h, 1.0f, 21 + uint64_t(t), stream);
+        detail::fill_random_f32(logits.as<float>(), t * E, -2.0f, 2.0f, 31 + uint64_t(t), stream);
+        const size_t ws_bytes = layer.workspace_size(t);
+        DeviceBuffer ws(std::max<size_t>(ws_bytes, 256));
+        MoeForwardArgs a;
+        a.num_tokens = t;
+        a.x = x.get();
+        a.y = y.get();
+        a.logits = logits.get();
+        a.invalid_count = invalid.as<int32_t>();
+        a.workspace = ws.get();
+        a.workspace_bytes = ws.bytes();
+        MoeForwardArgs a_ids = a;  // the layer after routing: from the routed ids
+        a_ids.logits = nullptr;
+        a_ids.topk_ids = ids.as<int32_t>();
+        a_ids.topk_weights = wts.as<float>();
+        layer.prepare_kernels(t, ws.get(), ws.bytes(), stream);
+        // One forward that also exports its routing (for experts_hit and the reference).
+        MoeForwardArgs a_out = a;
+        a_out.routed_ids = ids.as<int32_t>();
+        a_out.routed_weights = wts.as<float>();
+        MOEKIT_CUDA_CHECK(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), stream));
+        layer.forward(a_out, stream);
+        MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const double us = time_median_us([&](int) { layer.forward(a, stream); }, stream, 2, reps);
+        const double route_us = time_median_us(
+            [&](int) { route(rc, logits.get(), LogitsType::kFloat32, t, ids.as<int32_t>(), wts.as<float>(), stream); },
+            stream, 2, reps);
+        const double moe_us = time_median_us([&](int) { layer.forward(a_ids, stream); }, stream, 2, reps);
+        MOEKIT_CUDA_CHECK(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), stream));
+        layer.forward(a_out, stream);  // the output checked
+        MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const auto hid = ids.download<int32_t>(size_t(t * p->k));
+        const int32_t inv = invalid.download<int32_t>(1)[0];
+        if (inv != 0) notes.push_back("invalid ids: " + std::to_string(inv));
+        const std::set<int32_t> hit(hid.begin(), hid.end());
+        const double flops = 2.0 * double(t) * p->k * double(3 * I * h);
+        const double floor_us = double(hit.size()) * expert_bytes / copy_bw * 1e6;
+        const double vllm = std::strcmp(p->name, "deepseek-v3") == 0 ? vllm_deepseek_us(t) : 0.0;
+        hit_s = std::to_string(hit.size());
+        us_s = fmt("%.1f", us);
+        route_s = fmt("%.1f", route_us);
+        moe_s = fmt("%.1f", moe_us);
+        if (t > 0) {
+          tf_s = fmt("%.1f", flops / (us * 1e-6) / 1e12);
+          gbs_s = fmt("%.0f", double(hit.size()) * expert_bytes / (us * 1e-6) / 1e9);
+          floor_s = fmt("%.1f", floor_us);
+          xf_s = fmt("%.2f", us / floor_us);
+        }
+        if (vllm > 0) {
+          vllm_s = fmt("%.0f", vllm);
+          vsv_s = fmt("%.2f", vllm / us);
+        }
+        if (check && t > 0) {
+          const double rel = reference_rel_l2(*p, x, y, ids, wts, check_rows(t, 77 + uint64_t(t)), w1, sw1, w2, sw2);
+          rel_s = fmt("%.2e", rel);
+          if (!(rel <= 1.5e-2)) {
+            notes.push_back("rel_l2 above 1.5e-2");
+            ++failures;
+          }
+        }
+        if (lt && t > 0) {
+          try {
+            Baseline b(*p, t, rc, *lt, x, logits, w1, sw1, w2, sw2, stream);
+            const double base_us = time_baseline(b, stream, reps, notes);
+            base_s = fmt("%.1f", base_us);
+            vsb_s = fmt("%.2f", base_us / us);
+            const auto ours = y.download<uint16_t>(size_t(t * h));
+            const auto theirs = b.y().download<uint16_t>(size_t(t * h));
+            bdiff_s = fmt("%.2e", rel_l2_bf16(ours, theirs));
+          } catch (const std::exception& e) {
+            base_s = "err";
+            notes.push_back(std::string("baseline: ") + one_line(e.what()));
+            cudaGetLastError();
+          }
+        }
+      } catch (const std::exception& e) {
+        notes.push_back(one_line(e.what()));
+        cudaGetLastError();
+        ++failures;
+      }
+      std::string note;
+      for (const auto& s : notes) note += (note.empty() ? "" : "; ") + s;
+      row.insert(row.end(), {hit_s, rel_s, us_s, route_s, moe_s, tf_s, gbs_s, floor_s, xf_s, vllm_s, vsv_s, base_s,
+                             vsb_s, bdiff_s, note.empty() ? "-" : note});
+      table.add_row(std::move(row));
+      if (format == "text") {  // progress: print the table so far
+        std::fprintf(stderr, "  %s us, rel_l2 %s, base %s us\n", us_s.c_str(), rel_s.c_str(), base_s.c_str());
+      }
     }
   }
   std::printf("%s", format == "csv" ? table.csv().c_str() : format == "json" ? table.json().c_str() : table.text().c_str());
-  return 0;
+  return failures ? 1 : 0;
 }
 
 }  // namespace moekit::bench

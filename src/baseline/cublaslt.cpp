@@ -142,7 +142,7 @@ std::string CublasLt::version() {
 // Block-scaled FP8
 // ---------------------------------------------------------------------------------------------
 
-LtStatus CublasLt::prepare_fp8(const GemmFp8Args& args, cudaStream_t stream, int slot_index) {
+LtStatus CublasLt::prepare_fp8(const GemmFp8Args& args, cudaStream_t stream, int slot_index, int64_t sa_ld) {
   const int64_t m = args.m, n = args.n, k = args.k;
   MOEKIT_REQUIRE(slot_index >= 0, ErrorCode::kInvalidArgument, "CublasLt::prepare_fp8: slot ", slot_index,
                  " < 0");
@@ -189,7 +189,9 @@ LtStatus CublasLt::prepare_fp8(const GemmFp8Args& args, cudaStream_t stream, int
 
   // A scales: ours sa[kb * sfa_ld(m) + row] → cuBLASLt (VEC128, "N-major") sa_lt[kb * m + row].
   // With m % 4 == 0 the strides agree; the 2D copy keeps the general form.
-  MOEKIT_CUDA_CHECK(cudaMemcpy2DAsync(slot.sa_lt.get(), m * sizeof(float), args.sa, sfa_ld(m) * sizeof(float),
+  if (sa_ld == 0) sa_ld = sfa_ld(m);
+  MOEKIT_REQUIRE(sa_ld >= m, ErrorCode::kInvalidArgument, "CublasLt::prepare_fp8: sa_ld = ", sa_ld, " < m = ", m);
+  MOEKIT_CUDA_CHECK(cudaMemcpy2DAsync(slot.sa_lt.get(), m * sizeof(float), args.sa, sa_ld * sizeof(float),
                                       m * sizeof(float), kb, cudaMemcpyDeviceToDevice, stream));
   // B scales: ours sb[nb * L + kb] → cuBLASLt (BLK128x128, "K-major", column stride L4)
   // sb_lt[nb * L4 + kb]; the padding entries are zeroed (never read).
@@ -200,6 +202,20 @@ LtStatus CublasLt::prepare_fp8(const GemmFp8Args& args, cudaStream_t stream, int
   const Plan& plan = plan_fp8(args, slot);
   if (!plan.supported) slot.why = plan.why + "; shape " + shape;
   return slot.why.empty() ? LtStatus::success() : LtStatus::unsupported(slot.why);
+}
+
+void CublasLt::refresh_sa_fp8(const GemmFp8Args& args, cudaStream_t stream, int slot_index, int64_t sa_ld) {
+  MOEKIT_REQUIRE(slot_index >= 0 && static_cast<size_t>(slot_index) < slots_.size(), ErrorCode::kInvalidArgument,
+                 "CublasLt::refresh_sa_fp8: slot ", slot_index, " was never prepared");
+  const Slot& slot = slots_[slot_index];
+  MOEKIT_REQUIRE(slot.m == args.m && slot.k == args.k && slot.src_sa == args.sa, ErrorCode::kInvalidArgument,
+                 "CublasLt::refresh_sa_fp8: slot ", slot_index, " was prepared for another shape or A scales");
+  if (!slot.why.empty() || args.m == 0) return;
+  const int64_t m = args.m, kb = ceil_div(args.k, kQuantBlock);
+  if (sa_ld == 0) sa_ld = sfa_ld(m);
+  MOEKIT_REQUIRE(sa_ld >= m, ErrorCode::kInvalidArgument, "CublasLt::refresh_sa_fp8: sa_ld = ", sa_ld, " < m = ", m);
+  MOEKIT_CUDA_CHECK(cudaMemcpy2DAsync(slot.sa_lt.get(), m * sizeof(float), args.sa, sa_ld * sizeof(float),
+                                      m * sizeof(float), kb, cudaMemcpyDeviceToDevice, stream));
 }
 
 CublasLt::Plan& CublasLt::plan_fp8(const GemmFp8Args& args, const Slot& slot) {

@@ -72,7 +72,15 @@ class CublasLt {
   /// owned by this object under `slot` (one slot per rotating input set), enqueued on `stream`,
   /// and selects (once per shape) the cuBLASLt algorithm. Run it again whenever the scale
   /// contents change. Returns !ok when cuBLASLt cannot run this shape.
-  LtStatus prepare_fp8(const GemmFp8Args& args, cudaStream_t stream, int slot = 0);
+  /// `sa_ld` (0: sfa_ld(args.m)) is the leading dimension of args.sa in floats, so args.sa may be
+  /// the rows [r0, r0 + m) of a larger physical A-scale tensor (pass its sfa_ld(rows) and
+  /// sa + r0, r0 a multiple of 4).
+  LtStatus prepare_fp8(const GemmFp8Args& args, cudaStream_t stream, int slot = 0, int64_t sa_ld = 0);
+
+  /// Re-converts only the A scales of a slot prepared by prepare_fp8 with the same args.sa and
+  /// shape (one 2D copy on `stream`): for A scales whose contents change every call (an MoE
+  /// layer's activations), while the B scales stay as converted.
+  void refresh_sa_fp8(const GemmFp8Args& args, cudaStream_t stream, int slot, int64_t sa_ld = 0);
 
   /// Runs the block-scaled FP8 GEMM for `args` with the scales converted by prepare_fp8 under
   /// `slot` (args.sa / args.sb and the shape must be those that slot was prepared with; a, b, d
