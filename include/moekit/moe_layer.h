@@ -45,9 +45,10 @@ struct MoeConfig {
   /// local_offset must be 0). The weights hold the local experts only.
   int local_offset = 0;
   int local_count = 0;
-  /// Bit-identical output from run to run (and between eager and graph replay) for the same
-  /// inputs. The current implementation is deterministic in both modes; the flag reserves the
-  /// right to use atomics when it is false.
+  /// true: bit-identical output from run to run (and between eager and graph replay) for the
+  /// same inputs — GEMM2's rows are combined per token in slot order (FP32, one bf16 rounding).
+  /// false (default, faster): GEMM2's epilogue scatter-adds weighted rows into an FP32 buffer
+  /// with atomics, so the summation order, and the last bits of y, may vary between runs.
   bool deterministic = false;
 };
 
@@ -120,9 +121,9 @@ class MoeLayer {
   /// capturable in a CUDA graph once the kernels for this T are compiled (prepare_kernels, or any
   /// earlier forward with the same T). Validates every pointer, alignment and size before
   /// launching anything: kInvalidArgument (including "workspace too small", "weights not
-  /// prepared"), kMisaligned. y[t] gets the sum over t's slots in slot order, accumulated in FP32
-  /// and rounded once to bf16; tokens whose slots are all dropped (-1, invalid, or outside the EP
-  /// slice) get y = 0. NaN/Inf in x row t affect y row t only.
+  /// prepared"), kMisaligned. y[t] gets the sum over t's slots accumulated in FP32 and rounded
+  /// once to bf16 (in slot order with MoeConfig::deterministic); tokens whose slots are all
+  /// dropped (-1, invalid, or outside the EP slice) get y = 0. NaN/Inf in x row t affect y row t only.
   void forward(const MoeForwardArgs& args, cudaStream_t stream) const;
 
   /// Compiles (NVRTC, cached in memory and on disk) and loads every kernel a forward with
