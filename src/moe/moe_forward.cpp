@@ -1,7 +1,7 @@
 // Internal MoE forward (moe_forward.h).
 //
 // Fused path (I % 64 == 0, the default):
-//   moe_sort → permute_quantize → moe_gemm1_swiglu (GEMM1 + SwiGLU + FP8 requant in the epilogue:
+//   moe_sort → permute_quantize_by_token → moe_gemm1_swiglu (GEMM1 + SwiGLU + FP8 requant in the epilogue:
 //   h never leaves the chip in bf16) → zero y_acc → moe_gemm2_scatter (GEMM2 + router weight +
 //   FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize (y = bf16(y_acc)).
 //   A token's k contributions are summed in FP32 in an unspecified order (atomics), so the last
@@ -42,8 +42,6 @@ struct Plan {
   MoeSortBuffers sort;
   void* sort_ws;
   size_t sort_ws_bytes;
-  uint8_t* xq;
-  float* sx;
   uint8_t* a_perm;
   float* sa_perm;
   uint8_t* hq;
@@ -64,8 +62,6 @@ Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_cou
   p.sort.expanded_to_permuted = c.take<int32_t>(std::max<int64_t>(t * k, 1));
   p.sort_ws_bytes = moe_sort_workspace_size(t, k, local_count);
   p.sort_ws = c.take<char>(static_cast<int64_t>(p.sort_ws_bytes));
-  p.xq = c.take<uint8_t>(std::max<int64_t>(t, 1) * h);
-  p.sx = c.take<float>(std::max<int64_t>(t, 1) * ceil_div(h, kQuantBlock));
   p.a_perm = c.take<uint8_t>(p.rows * h);
   p.sa_perm = c.take<float>(sfa_physical_size(p.rows, h));
   p.hq = c.take<uint8_t>(p.rows * inter);
@@ -142,8 +138,8 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.sort_ws,
            p.sort_ws_bytes, stream);
   if (a.num_tokens == 0) return;
-  permute_quantize(a.x, a.num_tokens, a.hidden, a.top_k, sort.permuted_to_expanded, p.rows, p.xq, p.sx, p.a_perm,
-                   p.sa_perm, false, stream);
+  permute_quantize_by_token(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows, p.a_perm,
+                            p.sa_perm, false, stream);
   const int64_t per_expert = ceil_div(a.num_tokens * a.top_k, a.local_count);
 
   MoeGemm1Args g1;
