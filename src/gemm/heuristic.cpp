@@ -108,15 +108,22 @@ int max_stages_with(unsigned epilogue_smem, int bm, int bn, const GemmDeviceLimi
 }
 }  // namespace
 
-GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, unsigned epilogue_smem, const GemmDeviceLimits& lim) {
+GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_per_expert, unsigned epilogue_smem,
+                                   const GemmDeviceLimits& lim) {
   GemmConfig c;
   c.block_m = 64;
   c.block_n = 256;
   c.stages = max_stages_with(epilogue_smem, c.block_m, c.block_n, lim);
-  c.multicast = 1;
+  // Measured (perf-notes, fused MoE v1): without pairing, the persistent CTAs that share an
+  // expert's B tile drift apart and re-read it from DRAM (GEMM1 at DRAM peak, ~2x the weight bytes).
+  c.multicast = rows_per_expert >= 128 ? 2 : 1;
   c.raster_group = 8;
   const int64_t tiles = std::max<int64_t>(1, rows_bound / c.block_m * ceil_div(n, c.block_n));
-  c.num_sms = static_cast<int>(std::min<int64_t>(lim.num_sms, tiles));
+  c.num_sms = static_cast<int>(std::min<int64_t>(lim.num_sms, tiles)) / c.multicast * c.multicast;
+  if (c.num_sms < c.multicast) {
+    c.multicast = 1;
+    c.num_sms = 1;
+  }
   return c;
 }
 

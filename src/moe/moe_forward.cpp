@@ -6,8 +6,9 @@
 //   FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize (y = bf16(y_acc)).
 //   A token's k contributions are summed in FP32 in an unspecified order (atomics), so the last
 //   bit of y can differ between runs.
-// Deterministic mode: GEMM2 writes its rows in bf16 (grouped GEMM) and moe_combine sums each
-//   token's slots in slot order in FP32 — bit-identical run to run.
+// Deterministic mode, and any T whose y_acc would not fit in L2 (T * H * 4 > 16 MiB): GEMM2 writes
+//   its rows in bf16 (grouped GEMM) and moe_combine sums each token's slots in slot order in FP32
+//   — bit-identical run to run.
 // I % 64 != 0 (rare): the unfused pipeline (moe_unfused.cpp) on an unprepared copy of W1.
 #include "moe/moe_forward.h"
 
@@ -25,6 +26,9 @@ namespace moekit::detail {
 namespace {
 
 bool fused_layout(int64_t inter) { return inter % 64 == 0; }
+
+// Largest FP32 accumulator y_acc [T, H] for which GEMM2 scatter-adds (a third of the H100's L2).
+constexpr int64_t kScatterAccBytesMax = int64_t(16) << 20;
 
 struct Carver {
   char* base;
@@ -159,7 +163,11 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   g1.expected_rows_per_expert = per_expert;
   moe_gemm1_swiglu(g1, stream);
 
-  if (a.deterministic) {
+  // The FP32 scatter-add pays off while y_acc stays in L2; past that its atomics miss to DRAM
+  // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered
+  // combine move fewer bytes.
+  const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
+  if (rows_then_combine) {
     GroupedGemmFp8Args g2;
     g2.num_groups = a.local_count;
     g2.n = a.hidden;

@@ -13,7 +13,8 @@ int64_t moe_prepared_w1_rows(int64_t inter) { return 2 * align_up(inter, kQuantB
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   const int64_t n = moe_prepared_w1_rows(a.inter);
-  const GemmConfig c = select_moe_gemm1_config(a.rows, n, sm90::kSwigluEpilogueSmem, device_limits());
+  const GemmConfig c =
+      select_moe_gemm1_config(a.rows, n, a.expected_rows_per_expert, sm90::kSwigluEpilogueSmem, device_limits());
   const CUtensorMap tma_h = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
                                         static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 128, 64,
                                         CU_TENSOR_MAP_SWIZZLE_128B);

@@ -78,6 +78,7 @@ TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
     int wg_n;
   };
   const Case cases[] = {{"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 1}, 2},
+                        {"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 2}, 2},  // B multicast pairs
                         {"moe_gemm1_swiglu_masked", {64, 256, 4, 1, 132, 1}, 2},
                         {"moe_gemm2_scatter_contiguous", {128, 128, 6, 8, 132, 1}, 1},
                         {"moe_gemm2_scatter_masked", {64, 160, 6, 1, 132, 1}, 1}};

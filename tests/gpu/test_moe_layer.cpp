@@ -36,13 +36,15 @@ using moekit::detail::DeviceBuffer;
 
 namespace {
 
-// End-to-end bound (relative L2 vs the float64 reference). Today's layer is the unfused pipeline,
-// measured at 0.5–0.9% by test_moe_unfused: inside each 128-wide K block the FP8 tensor-core
-// accumulator keeps ~14 mantissa bits, which flips a few FP8 codes of the requantization of h by
-// one step (~12% each), something a float64 reference cannot reproduce; and the unfused GEMM1
-// output makes a bf16 round trip that this reference (kRoundGuBf16 = false, the fused layer's
-// math) does not model. Issue 4's target is 5e-3; the printed rel_l2 values say how far to
-// tighten this once the fused layer lands.
+// End-to-end bound (relative L2 vs the float64 reference). Measured on the H100 with the fused
+// layer: 1.7e-3 … 6.9e-3 over the presets and targeted cases with ≥ 2 rows checked, up to 1.1e-2
+// for a single row (T = 1, k = 1: one row of H values averages few flipped h codes); issue 4 asks
+// for 5e-3. Inside each
+// 128-wide K block the FP8 tensor-core accumulator keeps ~14 mantissa bits; the requantization of
+// h to E4M3 turns that into ~1.5% of h codes one step (~6-12%) off (tests/gpu/test_moe_gemm.cpp
+// measures it), which a float64 reference cannot reproduce. Layout, scale or routing bugs give
+// O(1) errors. (Shapes with I % 64 != 0 take the unfused path, whose bf16 round trip of g/u this
+// reference does not model: those stay under 1.5e-2.)
 constexpr double kEndToEndBound = 1.5e-2;
 // The fused layer never rounds GEMM1's output (g, u) to bf16, so neither does the reference.
 constexpr bool kRoundGuBf16 = false;
@@ -680,7 +682,7 @@ TEST(MoeLayer, LogitsPathMatchesIdsPath) {
         const Result via_logits = run(L, in, true, s);
         // Routing alone, then the ids path with its output.
         DeviceBuffer ids(size_t(t * c.top_k * 4)), w(size_t(t * c.top_k * 4));
-        moekit::route(*c.routing, in.logits.get(), type, t, ids.as<int32_t>(), w.as<float>(), s);
+        moekit::route(*L.layer.config().routing, in.logits.get(), type, t, ids.as<int32_t>(), w.as<float>(), s);
         moekit::test::finish(s, "route");
         in.ids = ids.download<int32_t>(size_t(t * c.top_k));
         in.w = w.download<float>(size_t(t * c.top_k));
@@ -767,7 +769,7 @@ TEST(MoeLayer, GraphReplayWithNewLogitsMatchesEager) {
         if (replay == 0 && t <= 64) {
           Result res{y_eager, 0, {}, {}};
           DeviceBuffer ids(size_t(t * c.top_k * 4)), w(size_t(t * c.top_k * 4));
-          moekit::route(*c.routing, in.logits.get(), LogitsType::kFloat32, t, ids.as<int32_t>(), w.as<float>(), s);
+          moekit::route(*L.layer.config().routing, in.logits.get(), LogitsType::kFloat32, t, ids.as<int32_t>(), w.as<float>(), s);
           moekit::test::finish(s, "route");
           res.ids = ids.download<int32_t>(size_t(t * c.top_k));
           res.w = w.download<float>(size_t(t * c.top_k));

@@ -54,7 +54,6 @@ struct Fp8GemmTraits {
   static_assert(kWgCols <= 2 * kSbRows, "a warpgroup's columns may span at most two B-scale blocks");
   static_assert(kStages >= 2, "need at least two stages");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
-  static_assert(kCluster == 1 || kWgN == 1, "multicast only with warpgroups along M");
   static_assert((kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "swizzled tiles must stay 1024-byte aligned");
   static_assert(kSmemSfa % 128 == 0, "TMA destinations must stay 128-byte aligned");

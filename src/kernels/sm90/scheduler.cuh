@@ -88,41 +88,49 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 /// [offsets[g], offsets[g+1]) of which the first counts[g] rows are valid. The number of M tiles
 /// (offsets[G] / BLOCK_M, capped by the allocated rows) is read on the device; a tile's group is
 /// found by binary search; tiles with no valid row (block_m 64 past a short group) are skipped.
-template <int kBlockM, int kBlockN>
+/// With clusters of kCluster CTAs (B multicast), the unit of work is kCluster vertically adjacent
+/// tiles (kCluster * BLOCK_M ≤ 128 rows, so a unit never leaves its 128-aligned segment); CTA rank
+/// r takes the r-th. A unit is skipped only when its first tile has no valid row, so both CTAs
+/// always walk the same units; a tile of the unit past the valid rows is computed on padding rows
+/// of the same segment (valid_rows = 0) and its epilogue must tolerate that.
+template <int kBlockM, int kBlockN, int kCluster = 1>
 struct ContiguousScheduler {
+  static_assert(kCluster * kBlockM <= 128, "a cluster's tiles must stay inside one 128-row segment");
   const GemmParams& p;
-  u32 num_m_tiles, num_n_blocks, num_tiles, group, next_index;
+  u32 num_units_m, num_n_blocks, num_units, group, rank, stride, next_index;
 
   __device__ __forceinline__ explicit ContiguousScheduler(const GemmParams& params)
-      : p(params), num_n_blocks((params.n + kBlockN - 1) / kBlockN), group(params.raster_group ? params.raster_group : 1),
-        next_index(blockIdx.x) {
+      : p(params), num_n_blocks((params.n + kBlockN - 1) / kBlockN),
+        group(params.raster_group ? params.raster_group : 1), rank(blockIdx.x % kCluster),
+        stride(gridDim.x / kCluster), next_index(blockIdx.x / kCluster) {
     const u32 used = u32(__ldg(p.group_offsets + p.num_groups));
-    num_m_tiles = (used < p.m ? used : p.m) / kBlockM;
-    num_tiles = num_m_tiles * num_n_blocks;
+    num_units_m = (used < p.m ? used : p.m) / (kBlockM * kCluster);
+    num_units = num_units_m * num_n_blocks;
   }
 
   __device__ __forceinline__ bool next(Tile& t) {
-    while (next_index < num_tiles) {
+    while (next_index < num_units) {
       const u32 idx = next_index;
-      next_index += gridDim.x;
-      u32 m_block, n_block;
-      raster(idx, num_m_tiles, num_n_blocks, group, m_block, n_block);
-      t.m0 = m_block * kBlockM;
+      next_index += stride;
+      u32 m_unit, n_block;
+      raster(idx, num_units_m, num_n_blocks, group, m_unit, n_block);
+      const u32 unit_m0 = m_unit * kBlockM * kCluster;
+      t.m0 = unit_m0 + rank * kBlockM;
       t.n0 = n_block * kBlockN;
-      // Last group whose segment starts at or before m0 (empty groups share their start).
+      // Last group whose segment starts at or before the unit (empty groups share their start).
       u32 lo = 0, hi = p.num_groups;
       while (hi - lo > 1) {
         const u32 mid = (lo + hi) / 2;
-        if (u32(__ldg(p.group_offsets + mid)) <= t.m0) lo = mid;
+        if (u32(__ldg(p.group_offsets + mid)) <= unit_m0) lo = mid;
         else hi = mid;
       }
       const int seg_start = __ldg(p.group_offsets + lo);
       const int seg_end = __ldg(p.group_offsets + lo + 1);
       int count = __ldg(p.group_counts + lo);
       if (count > seg_end - seg_start) count = seg_end - seg_start;
+      if (seg_start + count - int(unit_m0) <= 0) continue;
       const int valid = seg_start + count - int(t.m0);
-      if (valid <= 0) continue;
-      t.valid_rows = valid < kBlockM ? u32(valid) : u32(kBlockM);
+      t.valid_rows = valid <= 0 ? 0u : (valid < kBlockM ? u32(valid) : u32(kBlockM));
       set_group(t, p, lo);
       return true;
     }
