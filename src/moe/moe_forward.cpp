@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "moe/workspace_carver.h"
 #include "moe/moe_gemm.h"
 #include "moe/moe_unfused.h"
 #include "moekit/grouped_gemm.h"
@@ -30,17 +31,6 @@ bool fused_layout(int64_t inter) { return inter % 64 == 0; }
 // Largest FP32 accumulator y_acc [T, H] for which GEMM2 scatter-adds (a third of the H100's L2).
 constexpr int64_t kScatterAccBytesMax = int64_t(16) << 20;
 
-struct Carver {
-  char* base;
-  size_t used = 0;
-  template <typename T>
-  T* take(int64_t count) {
-    used = (used + 255) / 256 * 256;
-    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
-    used += static_cast<size_t>(std::max<int64_t>(count, 0)) * sizeof(T);
-    return p;
-  }
-};
 
 struct Plan {
   MoeSortBuffers sort;
@@ -57,7 +47,7 @@ struct Plan {
 };
 
 Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_count) {
-  Carver c{base};
+  WorkspaceCarver c{base};
   Plan p{};
   p.rows = moe_sort_rows_bound(t, k, local_count);
   p.sort.expert_counts = c.take<int32_t>(local_count);

@@ -506,23 +506,8 @@ __device__ __forceinline__ void quantize_scatter_unit(const ScatterParams& p, in
 
   const uint16_t* xr = p.x + row * p.hidden;
   uint4 v[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int col = (g0 + 2 * u) * 128 + sub * 8;
-    if (col < p.hidden) {
-      v[u] = load_nc_16(xr + col);
-    } else {
-      v[u] = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
   float a[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) a[u] = amax8(v[u], 0.0f);
-#pragma unroll
-  for (int off = 8; off > 0; off >>= 1) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) a[u] = fmaxf(a[u], __shfl_xor_sync(0xFFFFFFFFu, a[u], off));
-  }
+  load_unit_amax<U>(xr, int(p.hidden), g0, sub, v, a);
   float sc[U];
   uint2 q[U];
 #pragma unroll

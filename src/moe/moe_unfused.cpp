@@ -1,6 +1,7 @@
 #include "moe/moe_unfused.h"
 
 #include "common/check.h"
+#include "moe/workspace_carver.h"
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_ops.h"
 #include "moekit/moe_sort.h"
@@ -9,18 +10,6 @@
 namespace moekit::detail {
 namespace {
 
-// Carves the workspace into 256-byte aligned regions; with base == nullptr it only measures.
-struct Carver {
-  char* base;
-  size_t used = 0;
-  template <typename T>
-  T* take(int64_t count) {
-    used = (used + 255) / 256 * 256;
-    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
-    used += static_cast<size_t>(count) * sizeof(T);
-    return p;
-  }
-};
 
 struct Plan {
   MoeSortBuffers sort;
@@ -40,7 +29,7 @@ struct Plan {
 
 /// Lays the scratch buffers out in `base` (nullptr: only measure).
 Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_count) {
-  Carver c{base};
+  WorkspaceCarver c{base};
   Plan p{};
   p.rows = moe_sort_rows_bound(t, k, local_count);
   p.sort.expert_counts = c.take<int32_t>(local_count);

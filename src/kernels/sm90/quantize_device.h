@@ -113,16 +113,13 @@ inline int act_unroll_for(int64_t m, int64_t groups) {
   return 1;
 }
 
-template <int U, bool kUe8m0>
-__device__ __forceinline__ void quantize_act_unit(const uint16_t* xr, uint8_t* qr, float* scale_row,
-                                                  int64_t scale_stride, int k, int groups, int chunk) {
-  const int lane = threadIdx.x & 31;
-  const int half = lane >> 4;             // 0: even groups of the chunk, 1: odd groups
-  const int sub = lane & 15;              // 8-column segment inside the group
-  const int g0 = chunk * (2 * U) + half;  // this half-warp's first group
-
-  // Issue every load of the unit first.
-  uint4 v[U];
+/// The loads and group maxima of one unit: v[u] = the 16 bytes (8 bf16) of columns
+/// (g0 + 2u) * 128 + 8 sub of row xr (zeros past k), every load issued before any math; a[u] = the
+/// amax of group g0 + 2u over its half-warp (4-step xor-shuffle max, NaN ignored). All shuffles
+/// come before any division, so no collective sits after divergent code.
+template <int U>
+__device__ __forceinline__ void load_unit_amax(const uint16_t* xr, int k, int g0, int sub, uint4 (&v)[U],
+                                               float (&a)[U]) {
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int col = (g0 + 2 * u) * 128 + sub * 8;
@@ -132,10 +129,6 @@ __device__ __forceinline__ void quantize_act_unit(const uint16_t* xr, uint8_t* q
       v[u] = make_uint4(0u, 0u, 0u, 0u);
     }
   }
-
-  // Group amax: max over the 16 lanes of each half-warp (xor offsets < 16 stay inside the
-  // half). All shuffles come before any division, so no collective sits after divergent code.
-  float a[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) a[u] = amax8(v[u], 0.0f);
 #pragma unroll
@@ -143,6 +136,19 @@ __device__ __forceinline__ void quantize_act_unit(const uint16_t* xr, uint8_t* q
 #pragma unroll
     for (int u = 0; u < U; ++u) a[u] = fmaxf(a[u], __shfl_xor_sync(0xFFFFFFFFu, a[u], off));
   }
+}
+
+template <int U, bool kUe8m0>
+__device__ __forceinline__ void quantize_act_unit(const uint16_t* xr, uint8_t* qr, float* scale_row,
+                                                  int64_t scale_stride, int k, int groups, int chunk) {
+  const int lane = threadIdx.x & 31;
+  const int half = lane >> 4;             // 0: even groups of the chunk, 1: odd groups
+  const int sub = lane & 15;              // 8-column segment inside the group
+  const int g0 = chunk * (2 * U) + half;  // this half-warp's first group
+
+  uint4 v[U];
+  float a[U];
+  load_unit_amax<U>(xr, k, g0, sub, v, a);
 
 #pragma unroll
   for (int u = 0; u < U; ++u) {
