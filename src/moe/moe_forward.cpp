@@ -49,13 +49,11 @@ struct Plan {
 Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_count) {
   WorkspaceCarver c{base};
   Plan p{};
-  p.rows = moe_sort_rows_bound(t, k, local_count);
-  p.sort.expert_counts = c.take<int32_t>(local_count);
-  p.sort.expert_offsets = c.take<int32_t>(local_count + 1);
-  p.sort.permuted_to_expanded = c.take<int32_t>(p.rows);
-  p.sort.expanded_to_permuted = c.take<int32_t>(std::max<int64_t>(t * k, 1));
-  p.sort_ws_bytes = moe_sort_workspace_size(t, k, local_count);
-  p.sort_ws = c.take<char>(static_cast<int64_t>(p.sort_ws_bytes));
+  const MoeSortRegions sr = take_sort_regions(c, t, k, local_count);
+  p.rows = sr.rows;
+  p.sort = sr.sort;
+  p.sort_ws = sr.ws;
+  p.sort_ws_bytes = sr.ws_bytes;
   p.a_perm = c.take<uint8_t>(p.rows * h);
   p.sa_perm = c.take<float>(sfa_physical_size(p.rows, h));
   p.hq = c.take<uint8_t>(p.rows * inter);

@@ -31,13 +31,11 @@ struct Plan {
 Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_count) {
   WorkspaceCarver c{base};
   Plan p{};
-  p.rows = moe_sort_rows_bound(t, k, local_count);
-  p.sort.expert_counts = c.take<int32_t>(local_count);
-  p.sort.expert_offsets = c.take<int32_t>(local_count + 1);
-  p.sort.permuted_to_expanded = c.take<int32_t>(p.rows);
-  p.sort.expanded_to_permuted = c.take<int32_t>(std::max<int64_t>(t * k, 1));
-  p.sort_ws_bytes = moe_sort_workspace_size(t, k, local_count);
-  p.sort_ws = c.take<char>(static_cast<int64_t>(p.sort_ws_bytes));
+  const MoeSortRegions sr = take_sort_regions(c, t, k, local_count);
+  p.rows = sr.rows;
+  p.sort = sr.sort;
+  p.sort_ws = sr.ws;
+  p.sort_ws_bytes = sr.ws_bytes;
   p.xq = c.take<uint8_t>(std::max<int64_t>(t, 1) * h);
   p.sx = c.take<float>(std::max<int64_t>(t, 1) * ceil_div(h, kQuantBlock));
   p.a_perm = c.take<uint8_t>(p.rows * h);
