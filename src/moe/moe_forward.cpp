@@ -32,28 +32,20 @@ bool fused_layout(int64_t inter) { return inter % 64 == 0; }
 constexpr int64_t kScatterAccBytesMax = int64_t(16) << 20;
 
 
-struct Plan {
-  MoeSortBuffers sort;
-  void* sort_ws;
-  size_t sort_ws_bytes;
+struct Plan : MoeSortRegions {  // sort, ws, ws_bytes, rows
   uint8_t* a_perm;
   float* sa_perm;
   uint8_t* hq;
   float* sh;
   float* y_acc;     // fused GEMM2
   uint16_t* d2;     // deterministic GEMM2
-  int64_t rows;
   size_t bytes;
 };
 
 Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_count) {
   WorkspaceCarver c{base};
   Plan p{};
-  const MoeSortRegions sr = take_sort_regions(c, t, k, local_count);
-  p.rows = sr.rows;
-  p.sort = sr.sort;
-  p.sort_ws = sr.ws;
-  p.sort_ws_bytes = sr.ws_bytes;
+  static_cast<MoeSortRegions&>(p) = take_sort_regions(c, t, k, local_count);
   p.a_perm = c.take<uint8_t>(p.rows * h);
   p.sa_perm = c.take<float>(sfa_physical_size(p.rows, h));
   p.hq = c.take<uint8_t>(p.rows * inter);
@@ -127,8 +119,8 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
                  workspace_bytes, " bytes < ", p.bytes, " needed");
   MoeSortBuffers sort = p.sort;
   sort.invalid_count = a.invalid_count;
-  moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.sort_ws,
-           p.sort_ws_bytes, stream);
+  moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
+           p.ws_bytes, stream);
   if (a.num_tokens == 0) return;
   permute_quantize_by_token(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows, p.a_perm,
                             p.sa_perm, false, stream);

@@ -820,17 +820,7 @@ void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top
       quantize_tokens_kernel<U, false><<<grid, kThreads, 0, stream>>>(q);
     }
   };
-  switch (sm90::quant::act_unroll_for(num_tokens, groups)) {
-    case 4:
-      launch(std::integral_constant<int, 4>{});
-      break;
-    case 2:
-      launch(std::integral_constant<int, 2>{});
-      break;
-    default:
-      launch(std::integral_constant<int, 1>{});
-      break;
-  }
+  sm90::quant::with_act_unroll(num_tokens, groups, launch);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
   if (rows_bound == 0) return;
 
@@ -901,17 +891,7 @@ void permute_quantize_by_token(const void* x, int64_t num_tokens, int64_t hidden
       quantize_scatter_kernel<U, false><<<grid, kThreads, 0, stream>>>(q);
     }
   };
-  switch (sm90::quant::act_unroll_for(num_tokens, groups)) {
-    case 4:
-      launch(std::integral_constant<int, 4>{});
-      break;
-    case 2:
-      launch(std::integral_constant<int, 2>{});
-      break;
-    default:
-      launch(std::integral_constant<int, 1>{});
-      break;
-  }
+  sm90::quant::with_act_unroll(num_tokens, groups, launch);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

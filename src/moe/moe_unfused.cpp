@@ -11,10 +11,7 @@ namespace moekit::detail {
 namespace {
 
 
-struct Plan {
-  MoeSortBuffers sort;
-  void* sort_ws;
-  size_t sort_ws_bytes;
+struct Plan : MoeSortRegions {  // sort, ws, ws_bytes, rows
   uint8_t* xq;
   float* sx;
   uint8_t* a_perm;
@@ -23,7 +20,6 @@ struct Plan {
   uint8_t* hq;
   float* sa2;
   uint16_t* d2;
-  int64_t rows;
   size_t bytes;  ///< workspace bytes the plan uses
 };
 
@@ -31,11 +27,7 @@ struct Plan {
 Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_count) {
   WorkspaceCarver c{base};
   Plan p{};
-  const MoeSortRegions sr = take_sort_regions(c, t, k, local_count);
-  p.rows = sr.rows;
-  p.sort = sr.sort;
-  p.sort_ws = sr.ws;
-  p.sort_ws_bytes = sr.ws_bytes;
+  static_cast<MoeSortRegions&>(p) = take_sort_regions(c, t, k, local_count);
   p.xq = c.take<uint8_t>(std::max<int64_t>(t, 1) * h);
   p.sx = c.take<float>(std::max<int64_t>(t, 1) * ceil_div(h, kQuantBlock));
   p.a_perm = c.take<uint8_t>(p.rows * h);
@@ -63,8 +55,8 @@ void moe_forward_unfused(const MoeUnfusedArgs& a, void* workspace, size_t worksp
   const Plan p = carve(static_cast<char*>(workspace), a.num_tokens, a.top_k, a.hidden, a.inter, a.local_count);
   MoeSortBuffers sort = p.sort;
   sort.invalid_count = a.invalid_count;
-  moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.sort_ws,
-           p.sort_ws_bytes, stream);
+  moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
+           p.ws_bytes, stream);
   // y rows of tokens without kept slots must still be written: combine handles that.
   if (a.num_tokens == 0) return;
   permute_quantize(a.x, a.num_tokens, a.hidden, a.top_k, sort.permuted_to_expanded, p.rows, p.xq, p.sx, p.a_perm,

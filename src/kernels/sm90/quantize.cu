@@ -198,17 +198,7 @@ void quantize_act_1x128(const void* x, int64_t ldx, int64_t m, int64_t k, void* 
   p.sa_ld = sfa_ld(m);
   p.k = static_cast<int>(k);
   p.groups = static_cast<int>(ceil_div(k, kQuantBlock));
-  switch (act_unroll_for(m, p.groups)) {
-    case 4:
-      launch_act<4>(p, m, ue8m0, stream);
-      break;
-    case 2:
-      launch_act<2>(p, m, ue8m0, stream);
-      break;
-    default:
-      launch_act<1>(p, m, ue8m0, stream);
-      break;
-  }
+  with_act_unroll(m, p.groups, [&](auto unroll) { launch_act<decltype(unroll)::value>(p, m, ue8m0, stream); });
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -15,6 +15,7 @@
 // included; s = +Inf gives 2^-e = 0 and the same ±0 / NaN results as the division.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -117,6 +118,23 @@ inline int act_unroll_for(int64_t m, int64_t groups) {
 /// (g0 + 2u) * 128 + 8 sub of row xr (zeros past k), every load issued before any math; a[u] = the
 /// amax of group g0 + 2u over its half-warp (4-step xor-shuffle max, NaN ignored). All shuffles
 /// come before any division, so no collective sits after divergent code.
+/// Calls f(std::integral_constant<int, U>{}) with U = act_unroll_for(m, groups), so a launcher
+/// instantiates its kernel for the three unrolls in one place.
+template <class F>
+inline void with_act_unroll(int64_t m, int64_t groups, F&& f) {
+  switch (act_unroll_for(m, groups)) {
+    case 4:
+      f(std::integral_constant<int, 4>{});
+      break;
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      break;
+    default:
+      f(std::integral_constant<int, 1>{});
+      break;
+  }
+}
+
 template <int U>
 __device__ __forceinline__ void load_unit_amax(const uint16_t* xr, int k, int g0, int sub, uint4 (&v)[U],
                                                float (&a)[U]) {
