@@ -19,7 +19,9 @@
 //                every row for T ≤ 64, on 16 random rows (first and last included) otherwise
 //   us           whole layer from logits, median of R runs, CUDA events (bench_util)
 //   route_us     routing alone; moe_us  the layer from the routed ids (everything after routing).
-//                Stages inside the layer are not timed separately (they are internal to it).
+// After the table, "stages" lines break the layer down: one event after every stage of the forward
+// (src/moe/moe_stage_trace.h), all forwards queued behind a spin kernel, median per stage over the
+// runs. Each stage's time includes the launch gap before its first kernel.
 //   TFLOPS       2 · T · k · 3 · H · I / us;  weight_GB/s  touched experts' FP8 weights + scales / us
 //   floor_us     touched experts' weight bytes / measured device copy bandwidth (issue 4's decode
 //                floor); x_floor = us / floor_us
@@ -39,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -52,6 +55,7 @@
 #include "bench/bench_util.h"
 #include "common/check.h"
 #include "moe/moe_reference.h"
+#include "moe/moe_stage_trace.h"
 #include "moekit/moekit.h"
 #include "runtime/device.h"
 #include "runtime/device_buffer.h"
@@ -82,6 +86,42 @@ const Preset kPresets[] = {
     {"gpt-oss-120b", 128, 4, 2880, 2880, RoutingMethod::kTopkSoftmax, false, 1, 1, 1.0f, 7.0f},
     {"deepseek-v2-lite", 64, 6, 2048, 1408, RoutingMethod::kSoftmaxTopk, false, 1, 1, 1.0f, 0.0f},
 };
+
+/// Median µs of every stage of `forward` (see the header comment), as "name us, name us, ...".
+std::string stage_breakdown(const std::function<void()>& forward, cudaStream_t stream, int reps) {
+  reps = std::clamp(reps, 1, 50);
+  using detail::MoeStageTrace;
+  std::vector<MoeStageTrace> traces(static_cast<size_t>(reps));
+  for (auto& t : traces) {
+    MOEKIT_CUDA_CHECK(cudaEventCreate(&t.start));
+    for (auto& e : t.events) MOEKIT_CUDA_CHECK(cudaEventCreate(&e));
+  }
+  forward();  // warm-up
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::gpu_spin(stream, std::min(20000.0, 2000.0 + 200.0 * reps));
+  for (auto& t : traces) {
+    detail::moe_stage_trace() = &t;
+    forward();
+  }
+  detail::moe_stage_trace() = nullptr;
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::string out;
+  const int stages = traces[0].count;
+  for (int i = 0; i < stages; ++i) {
+    std::vector<double> us;
+    for (const auto& t : traces) {
+      float ms = 0.f;
+      MOEKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, i ? t.events[i - 1] : t.start, t.events[i]));
+      us.push_back(1000.0 * ms);
+    }
+    out += fmt("%s%s %.1f", i ? ", " : "", traces[0].names[i], median_of(us));
+  }
+  for (auto& t : traces) {
+    cudaEventDestroy(t.start);
+    for (auto& e : t.events) cudaEventDestroy(e);
+  }
+  return out;
+}
 
 constexpr int kSampleRows = 16;  // rows checked against the reference for T > 64
 
@@ -399,8 +439,10 @@ int bench_moe_main(int argc, char** argv) {
   cudaDeviceProp prop{};
   MOEKIT_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.device));
   const double copy_bw = measured_copy_bandwidth();
-  std::fprintf(info, "# moekit MoeLayer (routing from fp32 logits included); %s, %d SMs; copy bandwidth %.0f GB/s\n",
-               prop.name, dev.num_sms, copy_bw / 1e9);
+  std::fprintf(info,
+               "# moekit MoeLayer (routing from fp32 logits included); %s, %d SMs; copy bandwidth %.0f GB/s "
+               "(read + write), streaming reads %.0f GB/s\n",
+               prop.name, dev.num_sms, copy_bw / 1e9, measured_read_bandwidth() / 1e9);
   std::fprintf(info, "# us = whole layer; route_us = routing alone; moe_us = layer from the routed ids; "
                      "rel_l2 vs float64 SPEC reference (%s)\n",
                check ? "all rows for T<=64, 16 sampled rows above" : "skipped: --no-check");
@@ -414,6 +456,7 @@ int bench_moe_main(int argc, char** argv) {
   const cudaStream_t stream = bench_stream.get();
   std::unique_ptr<baseline::CublasLt> lt;
   if (with_baseline) lt = std::make_unique<baseline::CublasLt>();
+  std::vector<std::string> stage_lines;
   Table table({"preset", "T", "experts_hit", "rel_l2", "us", "route_us", "moe_us", "TFLOPS", "weight_GB/s",
                "floor_us", "x_floor", "vllm_us", "vs_vllm", "base_us", "vs_base", "base_diff", "note"});
   int failures = 0;
@@ -490,6 +533,8 @@ int bench_moe_main(int argc, char** argv) {
             [&](int) { route(rc, logits.get(), LogitsType::kFloat32, t, ids.as<int32_t>(), wts.as<float>(), stream); },
             stream, 2, reps);
         const double moe_us = time_median_us([&](int) { layer.forward(a_ids, stream); }, stream, 2, reps);
+        stage_lines.push_back(fmt("# stages %s T=%lld (us): ", p->name, (long long)t) +
+                              stage_breakdown([&] { layer.forward(a, stream); }, stream, reps));
         MOEKIT_CUDA_CHECK(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), stream));
         layer.forward(a_out, stream);  // the output checked
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -553,6 +598,8 @@ int bench_moe_main(int argc, char** argv) {
     }
   }
   std::printf("%s", format == "csv" ? table.csv().c_str() : format == "json" ? table.json().c_str() : table.text().c_str());
+  std::fflush(stdout);
+  for (const auto& line : stage_lines) std::fprintf(info, "%s\n", line.c_str());
   return failures ? 1 : 0;
 }
 

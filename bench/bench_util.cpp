@@ -34,13 +34,6 @@ class EventSet {
   std::vector<cudaEvent_t> events_;
 };
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /// True when `s` is a complete, finite number (so JSON may print it unquoted).
 bool is_number(const std::string& s) {
   if (s.empty()) return false;
@@ -99,6 +92,13 @@ size_t display_width(const std::string& s) {
 
 }  // namespace
 
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, int warmup, int reps) {
   if (reps < 1) reps = 1;
   if (warmup < 0) warmup = 0;
@@ -127,6 +127,10 @@ double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, i
   }
   return median_of(std::move(us));
 }
+
+namespace {
+double read_cached = 0.0;  // set together with the copy bandwidth
+}  // namespace
 
 double measured_copy_bandwidth() {
   static std::mutex mu;
@@ -169,7 +173,16 @@ double measured_copy_bandwidth() {
       stream, /*warmup=*/2, /*reps=*/7);
   MOEKIT_REQUIRE(us > 0.0, ErrorCode::kInternal, "measured_copy_bandwidth: zero elapsed time");
   cached = 2.0 * static_cast<double>(bytes) / (us * 1e-6);  // bytes read + bytes written
+  // Streaming reads alone (what weight-bound GEMMs do), on the same 1 GiB source.
+  const double read_us = time_median_us(
+      [&](int) { moekit::detail::read_sweep(src, bytes, static_cast<unsigned*>(dst), stream); }, stream, 2, 7);
+  read_cached = static_cast<double>(bytes) / (read_us * 1e-6);
   return cached;
+}
+
+double measured_read_bandwidth() {
+  (void)measured_copy_bandwidth();
+  return read_cached;
 }
 
 int rotation_sets(size_t bytes, int max_sets) {

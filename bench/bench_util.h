@@ -9,6 +9,9 @@
 
 namespace moekit::bench {
 
+/// Median of v (0 for an empty v).
+double median_of(std::vector<double> v);
+
 /// Median time in microseconds of fn(iteration) on `stream`, timed with CUDA events around each
 /// call, after `warmup` untimed calls. fn receives the iteration index so the caller can rotate
 /// among input sets (keep the working set out of L2).
@@ -18,6 +21,10 @@ double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, i
 /// Device-to-device copy bandwidth in bytes/s (bytes read + bytes written), measured once per
 /// process with a 1 GiB cudaMemcpyAsync and cached.
 double measured_copy_bandwidth();
+
+/// Streaming-read bandwidth in bytes/s (one pass of 16-byte loads over the same 1 GiB buffer),
+/// measured together with the copy bandwidth: the ceiling of a weight-streaming kernel.
+double measured_read_bandwidth();
 
 /// How many rotating copies of a working set of `bytes` keep repeated runs out of L2
 /// (≥ 3x the L2 size in total), capped by `max_sets`.

@@ -23,7 +23,7 @@ void usage() {
       "                              FP8 block-scaled GEMM: ours vs cuBLASLt FP8 block-scaled and BF16\n"
       "  bench quant [--csv|--json]  quantization kernels vs the measured copy bandwidth\n"
       "  bench moe   [--preset NAME|all] [--tokens T,...] [--reps R] [--csv|--json]\n"
-      "                              the MoE layer (unfused for now) on synthetic weights, per token count\n"
+      "                              the MoE layer (moekit::MoeLayer) on synthetic weights, per token count\n"
       "  bench grouped [--csv|--json] [--reps R] [--no-baseline]\n"
       "                              grouped FP8 GEMMs (contiguous, masked): ours vs cuBLASLt once per expert\n"
       "  jit warm    [--shapes M:N:K,...]\n"

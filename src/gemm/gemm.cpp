@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
+#include <algorithm>
 
 #include "common/check.h"
 #include "gemm/gemm_launch.h"
@@ -108,14 +111,55 @@ unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family) {
                                      : sm90::gemm_smem_bytes_with(family.epilogue_smem, c.block_m, c.block_n, c.stages);
 }
 
+namespace {
+// Per-CTA timestamps of one launch (see GemmParams::trace): min / median / max over the CTAs of
+// each event relative to the earliest entry, and of the gaps between consecutive events.
+void print_gemm_trace(unsigned long long* trace, unsigned ctas, const char* body, const GemmConfig& c,
+                      cudaStream_t stream) {
+  constexpr unsigned kSlots = sm90::kGemmTraceSlots;
+  std::vector<unsigned long long> h(size_t(ctas) * kSlots);
+  MOEKIT_CUDA_CHECK(cudaMemcpyAsync(h.data(), trace, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost, stream));
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaFree(trace);
+  unsigned long long t0 = ~0ull;
+  for (unsigned i = 0; i < ctas; ++i) t0 = std::min(t0, h[kSlots * i]);
+  const char* names[kSlots] = {"entry", "scheduled", "first_stage", "mma_done", "epi_issued", "exit"};
+  auto summary = [](std::vector<double> v) {
+    if (v.empty()) return std::string("-");
+    std::sort(v.begin(), v.end());
+    return concat(v.front(), "/", v[v.size() / 2], "/", v.back());
+  };
+  std::string at = "at", gap = "gaps";
+  for (unsigned j = 0; j < kSlots; ++j) {
+    std::vector<double> abs_us, gap_us;
+    for (unsigned i = 0; i < ctas; ++i) {
+      const unsigned long long* r = &h[size_t(kSlots) * i];
+      if (!r[j]) continue;
+      abs_us.push_back(double(r[j] - t0) * 1e-3);
+      if (j && r[j - 1]) gap_us.push_back(double(r[j] - r[j - 1]) * 1e-3);
+    }
+    at += concat(" ", names[j], " ", summary(abs_us), ";");
+    if (j) gap += concat(" ", names[j - 1], "->", names[j], " ", summary(gap_us), ";");
+  }
+  std::fprintf(stderr, "moekit trace %s %s (us, min/med/max over CTAs)\n  %s\n  %s\n", body, c.str().c_str(),
+               at.c_str(), gap.c_str());
+}
+}  // namespace
+
 void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
                      cudaStream_t stream, const Fp8GemmFamily& family) {
   const uint64_t num_kb = static_cast<uint64_t>(ceil_div(op.k, kQuantBlock));
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
-  const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.a, op.k, op.rows, op.lda, 128, c.block_m,
+  const unsigned a_box = family.a_box_rows ? static_cast<unsigned>(family.a_box_rows) : unsigned(c.block_m);
+  const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.a, op.k, op.rows, op.lda, 128, a_box,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tma_b = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, op.k, op.b_rows, op.ldb, 128,
-                                        c.block_n / c.multicast, CU_TENSOR_MAP_SWIZZLE_128B);
+  // Row-major B: rows of k bytes; K-block tiled B: rows of 128 bytes, num_kb of them per B row.
+  const CUtensorMap tma_b =
+      family.b_chunk_rows
+          ? make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, 128, static_cast<uint64_t>(op.b_rows) * num_kb, 128,
+                        128, c.block_n / c.multicast, CU_TENSOR_MAP_SWIZZLE_128B)
+          : make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, op.k, op.b_rows, op.ldb, 128, c.block_n / c.multicast,
+                        CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, op.sa, op.rows, num_kb,
                                           sfa_ld(op.rows), sm90::gemm_sfa_box(c.block_m), 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   const CUtensorMap tma_d = family.tma_d ? *family.tma_d
@@ -129,8 +173,19 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   params.num_n_sb = static_cast<unsigned>(ceil_div(op.n, family.sb_rows));
   params.sb = op.sb;
   params.raster_group = static_cast<unsigned>(c.raster_group);
+  params.b_chunk_rows = static_cast<unsigned>(family.b_chunk_rows);
+  params.a_box_rows = a_box == unsigned(c.block_m) ? 0u : a_box;
   params.d = op.d;
   params.ldd = static_cast<unsigned>(op.ldd);
+
+  // Diagnostics (not API): MOEKIT_LOG_CONFIG=1 prints every launch's kernel and configuration.
+  static const bool log_config = [] {
+    const char* v = std::getenv("MOEKIT_LOG_CONFIG");
+    return v && *v && *v != '0';
+  }();
+  if (log_config)
+    std::fprintf(stderr, "moekit: %s %s rows=%lld n=%lld k=%lld\n", body, c.str().c_str(), (long long)op.rows,
+                 (long long)op.n, (long long)op.k);
 
   std::string entry;
   const std::string source = fp8_gemm_kernel_source(c, body, &entry, family);
@@ -157,7 +212,19 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   void* args[] = {const_cast<CUtensorMap*>(&tma_a), const_cast<CUtensorMap*>(&tma_b),
                   const_cast<CUtensorMap*>(&tma_sfa), const_cast<CUtensorMap*>(&tma_d),
                   const_cast<sm90::GemmParams*>(&params)};
+  // Diagnostics (not API; synchronizes): MOEKIT_TRACE_GEMM=<substring of the kernel body> records
+  // per-CTA timestamps of matching launches and prints their spread.
+  static const char* trace_match = std::getenv("MOEKIT_TRACE_GEMM");
+  constexpr unsigned kSlots = sm90::kGemmTraceSlots;
+  unsigned long long* trace = nullptr;
+  if (trace_match && *trace_match && std::strstr(body, trace_match)) {
+    const size_t bytes = size_t(cfg.gridDimX) * kSlots * sizeof(unsigned long long);
+    MOEKIT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&trace), bytes));
+    MOEKIT_CUDA_CHECK(cudaMemsetAsync(trace, 0, bytes, stream));
+    params.trace = trace;
+  }
   check_cu(driver().launchKernelEx(&cfg, kernel.fn, args, nullptr), "cuLaunchKernelEx(fp8 gemm)");
+  if (trace) print_gemm_trace(trace, cfg.gridDimX, body, c, stream);
 }
 
 }  // namespace detail

@@ -35,6 +35,12 @@ struct Fp8GemmFamily {
   unsigned epilogue_smem = ~0u;                       ///< staging bytes; ~0u: the bf16 D tile
   const CUtensorMap* tma_d = nullptr;                 ///< null: bf16 D from the operands
   int sb_rows = 128;                                  ///< rows of B per B-scale block along N
+  /// 0: B row-major (row stride ldb); R: B in the K-block tiled layout of GemmParams::b_chunk_rows
+  /// (ldb ignored; the kernel's BLOCK_N must be R, or divide it when tiles start at multiples of it).
+  int b_chunk_rows = 0;
+  /// Rows per A TMA box (GemmParams::a_box_rows): 0 = BLOCK_M; 8 = load only a tile's valid rows
+  /// (decode-sized groups). Needs a scheduler that sets Tile::valid_rows.
+  int a_box_rows = 0;
 };
 
 /// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S, C>.

@@ -17,6 +17,7 @@
 #include "common/check.h"
 #include "moe/workspace_carver.h"
 #include "moe/moe_gemm.h"
+#include "moe/moe_stage_trace.h"
 #include "moe/moe_unfused.h"
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_ops.h"
@@ -65,7 +66,8 @@ MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t int
   const int64_t kbh = ceil_div(hidden, kQuantBlock);
   if (fused_layout(inter)) {
     const int64_t rows_p = moe_prepared_w1_rows(inter);
-    s.w1_bytes = static_cast<size_t>(num_experts) * size_t(rows_p) * size_t(hidden);
+    // K-block tiled (moe_weights.cu): K padded to whole 128-byte K blocks.
+    s.w1_bytes = static_cast<size_t>(num_experts) * size_t(rows_p) * size_t(kbh) * 128;
     s.sw1_bytes = static_cast<size_t>(num_experts) * size_t(rows_p / 64) * size_t(kbh) * sizeof(float);
   } else {
     s.w1_bytes = static_cast<size_t>(num_experts) * size_t(2 * inter) * size_t(hidden);
@@ -112,6 +114,7 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
     u.y = a.y;
     u.invalid_count = a.invalid_count;
     moe_forward_unfused(u, workspace, workspace_bytes, stream);
+    moe_stage_mark("unfused_forward", stream);
     return;
   }
   const Plan p = carve(static_cast<char*>(workspace), a.num_tokens, a.top_k, a.hidden, a.inter, a.local_count);
@@ -121,10 +124,12 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   sort.invalid_count = a.invalid_count;
   moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
            p.ws_bytes, stream);
+  moe_stage_mark("sort", stream);
   if (a.num_tokens == 0) return;
   permute_quantize_by_token(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows, p.a_perm,
                             p.sa_perm, false, stream);
-  const int64_t per_expert = ceil_div(a.num_tokens * a.top_k, a.local_count);
+  moe_stage_mark("permute_quant", stream);
+  const MoeLoadEstimate load = moe_expected_load(a.num_tokens, a.top_k, a.num_experts, a.local_count);
 
   MoeGemm1Args g1;
   g1.a = p.a_perm;
@@ -140,8 +145,9 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   g1.limit = a.limit;
   g1.hq = p.hq;
   g1.sh = p.sh;
-  g1.expected_rows_per_expert = per_expert;
+  g1.expected = load;
   moe_gemm1_swiglu(g1, stream);
+  moe_stage_mark("gemm1_swiglu", stream);
 
   // The FP32 scatter-add pays off while y_acc stays in L2; past that its atomics miss to DRAM
   // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered
@@ -161,11 +167,14 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
     g2.d = p.d2;
     g2.ldd = a.hidden;
     grouped_gemm_fp8_contiguous(g2, p.rows, sort.expert_offsets, sort.expert_counts, stream);
+    moe_stage_mark("gemm2_rows", stream);
     moe_combine(p.d2, a.hidden, sort.expanded_to_permuted, a.topk_weights, a.num_tokens, a.top_k, a.hidden, a.y,
                 a.hidden, stream);
+    moe_stage_mark("combine", stream);
     return;
   }
   MOEKIT_CUDA_CHECK(cudaMemsetAsync(p.y_acc, 0, size_t(a.num_tokens * a.hidden) * sizeof(float), stream));
+  moe_stage_mark("zero_acc", stream);
   MoeGemm2Args g2;
   g2.hq = p.hq;
   g2.sh = p.sh;
@@ -181,9 +190,11 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   g2.topk_weights = a.topk_weights;
   g2.top_k = a.top_k;
   g2.y_acc = p.y_acc;
-  g2.expected_rows_per_expert = per_expert;
+  g2.expected = load;
   moe_gemm2_scatter(g2, stream);
+  moe_stage_mark("gemm2_scatter", stream);
   moe_finalize_bf16(p.y_acc, a.num_tokens, a.hidden, a.y, stream);
+  moe_stage_mark("finalize", stream);
 }
 
 }  // namespace moekit::detail

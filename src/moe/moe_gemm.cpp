@@ -6,15 +6,56 @@
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "moekit/numerics.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "gemm/heuristic.h"
+
 namespace moekit::detail {
+
+namespace {
+
+// Tuning knob (not API): MOEKIT_MOE_GEMM1_CONFIG / MOEKIT_MOE_GEMM2_CONFIG = a GemmConfig string
+// (m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>]) replaces the heuristic's pick. GEMM1 keeps
+// its 64 x 256 tile; only stages, raster group, CTAs and multicast are taken from it.
+// Shape checks are the launch's (a config that does not fit fails there with a CUDA error).
+GemmConfig env_override(const char* name, GemmConfig c) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return c;
+  return GemmConfig::parse(v);
+}
+
+// Decode-sized groups (well under a 64-row tile): load A in 8-row boxes, only the valid rows —
+// a 64-row box reads up to 63 padding rows per tile (measured at T = 64: GEMM1 read 7.15 GB from
+// DRAM for 6.4 GB of W1).
+int decode_a_box_rows(const MoeLoadEstimate& e) { return e.rows_per_active <= 32 ? 8 : 0; }
+
+}  // namespace
+
+MoeLoadEstimate moe_expected_load(int64_t num_tokens, int top_k, int num_experts_total, int local_count) {
+  MoeLoadEstimate e;
+  const double slots = double(num_tokens) * double(top_k);
+  if (slots <= 0 || local_count < 1 || num_experts_total < 1) return e;
+  // A given expert stays empty with probability (1 - 1/E)^(T k) under uniform routing.
+  const double miss = std::pow(1.0 - 1.0 / double(num_experts_total), slots);
+  const double active = std::max(1.0, double(local_count) * (1.0 - miss));
+  const double local_slots = slots * double(local_count) / double(num_experts_total);
+  e.active = std::max<int64_t>(1, std::llround(active));
+  e.rows_per_active = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(local_slots / active)));
+  return e;
+}
 
 int64_t moe_prepared_w1_rows(int64_t inter) { return 2 * align_up(inter, kQuantBlock); }
 
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   const int64_t n = moe_prepared_w1_rows(a.inter);
-  const GemmConfig c =
-      select_moe_gemm1_config(a.rows, n, a.expected_rows_per_expert, sm90::kSwigluEpilogueSmem, device_limits());
+  GemmConfig c =
+      select_moe_gemm1_config(a.rows, n, a.expected.rows_per_active, sm90::kSwigluEpilogueSmem, device_limits());
+  c = env_override("MOEKIT_MOE_GEMM1_CONFIG", c);
+  c.block_m = 64;
+  c.block_n = 256;
   const CUtensorMap tma_h = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
                                         static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 128, 64,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
@@ -24,6 +65,8 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   family.epilogue_smem = sm90::kSwigluEpilogueSmem;
   family.tma_d = &tma_h;
   family.sb_rows = 64;  // the prepared W1 has one scale per 64 rows (gate or up of 64 h columns)
+  family.b_chunk_rows = static_cast<int>(kW1ChunkRows);  // the prepared W1 is K-block tiled
+  family.a_box_rows = decode_a_box_rows(a.expected);
   sm90::GemmParams p{};
   p.group_offsets = a.offsets;
   p.group_counts = a.counts;
@@ -38,11 +81,13 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
 
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
-  const GemmConfig c = select_moe_gemm2_config(std::max<int64_t>(1, a.expected_rows_per_expert), a.num_experts,
-                                               a.rows, a.hidden, a.inter, device_limits());
+  GemmConfig c = select_moe_gemm2_config(a.expected.rows_per_active, a.expected.active, a.rows, a.hidden, a.inter,
+                                         device_limits());
+  c = env_override("MOEKIT_MOE_GEMM2_CONFIG", c);
   Fp8GemmFamily family;
   family.header = "kernels/sm90/moe_gemm.cuh";
   family.epilogue_smem = 0;
+  family.a_box_rows = decode_a_box_rows(a.expected);
   // No D tensor: any valid descriptor satisfies the kernel's signature (it is only prefetched).
   const CUtensorMap tma_dummy = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
                                             static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 16, 1,

@@ -6,6 +6,17 @@
 
 namespace moekit::detail {
 
+/// Host-side load estimate for uniform routing, from T and shapes only (never a device value):
+/// `active` local experts expected to receive a slot, and the rows each then gets on average.
+struct MoeLoadEstimate {
+  int64_t active = 1;
+  int64_t rows_per_active = 1;
+};
+MoeLoadEstimate moe_expected_load(int64_t num_tokens, int top_k, int num_experts_total, int local_count);
+
+/// Rows per contiguous chunk of the K-block tiled prepared W1 (GEMM1's BLOCK_N).
+constexpr int64_t kW1ChunkRows = 256;
+
 /// Rows of the prepared W1 per expert: gate and up interleaved by 64 rows, I padded to 128.
 int64_t moe_prepared_w1_rows(int64_t inter);
 
@@ -19,12 +30,12 @@ struct MoeGemm1Args {
   int num_experts = 0;        ///< local experts (groups)
   const int32_t* offsets = nullptr;  ///< [E + 1] 128-aligned segment starts
   const int32_t* counts = nullptr;   ///< [E] valid rows
-  const void* w1p = nullptr;         ///< prepared W1 [E, moe_prepared_w1_rows(I), H]
+  const void* w1p = nullptr;         ///< prepared W1, E x moe_prepared_w1_rows(I) rows, K-block tiled
   const float* sw1p = nullptr;       ///< prepared scales [E, rows/64, ceil(H/128)]
   float limit = 0.0f;                ///< clamp when > 0
   void* hq = nullptr;                ///< FP8 [rows, I] (row stride I) out
   float* sh = nullptr;               ///< h scales out, physical layout over `rows`
-  int64_t expected_rows_per_expert = 0;  ///< host-side estimate (T * k / E) for the configuration
+  MoeLoadEstimate expected;  ///< host-side estimate for the configuration
 };
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream);
 
@@ -44,7 +55,7 @@ struct MoeGemm2Args {
   const float* topk_weights = nullptr;   ///< [T * k]
   int top_k = 0;
   float* y_acc = nullptr;  ///< FP32 [T, H]
-  int64_t expected_rows_per_expert = 0;
+  MoeLoadEstimate expected;
 };
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream);
 

@@ -10,6 +10,7 @@
 
 #include "common/check.h"
 #include "moe/moe_forward.h"
+#include "moe/moe_stage_trace.h"
 #include "moekit/numerics.h"
 #include "runtime/device_buffer.h"
 
@@ -194,10 +195,12 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   char* base = static_cast<char*>(a.workspace);
   const int32_t* ids = a.topk_ids;
   const float* weights = a.topk_weights;
+  detail::moe_stage_begin(stream);
   if (from_logits) {
     int32_t* rid = a.routed_ids ? a.routed_ids : reinterpret_cast<int32_t*>(base + ws.ids);
     float* rw = a.routed_weights ? a.routed_weights : reinterpret_cast<float*>(base + ws.weights);
     route(*config_.routing, a.logits, a.logits_type, t, rid, rw, stream);
+    detail::moe_stage_mark("route", stream);
     ids = rid;
     weights = rw;
   }

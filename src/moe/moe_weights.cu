@@ -5,7 +5,11 @@
 //   [256 t,       +64)  gate rows 128 t +  0 … 63      [256 t + 64,  +64)  up rows of the same
 //   [256 t + 128, +64)  gate rows 128 t + 64 … 127     [256 t + 192, +64)  up rows of the same
 // (up row j is SPEC row I + j); rows past I are zero. So each GEMM1 math warpgroup's 128 columns
-// are 64 gate and the matching 64 up columns. Prepared scales: one per 64 rows and K block,
+// are 64 gate and the matching 64 up columns. The bytes are stored K-block tiled
+// (GemmParams::b_chunk_rows = kW1ChunkRows = 256): for every 256-row block and K block, its
+// 256 x 128 bytes are one contiguous chunk (K padded to a multiple of 128 with zeros), so each
+// GEMM1 stage reads its B tile as one sequential 32 KB run instead of 256 pieces of 128 bytes
+// spread over 256 rows (DRAM page locality at decode, where GEMM1 streams W1 once). Prepared scales: one per 64 rows and K block,
 // sw1p[e][r / 64][kb] = sW1[e][src_row / 128][kb]. With I % 64 == 0 every 64-row run comes from one
 // 128-row scale block of the SPEC layout, so the block-scaled products are unchanged; zero runs
 // get scale 0.
@@ -28,17 +32,20 @@ __host__ __device__ inline int64_t prepared_source_row(int64_t r, int64_t inter)
   return ((q / 64) % 2 == 1) ? inter + j : j;
 }
 
-__global__ void prepare_w1_rows_kernel(const uint8_t* w1, uint8_t* w1p, int64_t rows_p, int64_t inter,
-                                       int64_t hidden, int64_t total_rows) {
-  const int64_t chunks = hidden / 16;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total_rows * chunks;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = i / chunks, c = i % chunks;
-    const int64_t e = row / rows_p, r = row % rows_p;
-    const int64_t src = prepared_source_row(r, inter);
+// One 16-byte unit of the K-block tiled prepared W1 per iteration (destination order, so the
+// stores are sequential): chunk (row block of 256, kb) holds 256 rows x 128 bytes.
+__global__ void prepare_w1_tiled_kernel(const uint8_t* w1, uint8_t* w1p, int64_t rows_p, int64_t inter,
+                                        int64_t hidden, int64_t num_kb, int64_t total_units) {
+  constexpr int64_t kUnitsPerRow = 128 / 16, kUnitsPerChunk = kW1ChunkRows * kUnitsPerRow;
+  for (int64_t u = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; u < total_units;
+       u += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t chunk = u / kUnitsPerChunk, rem = u % kUnitsPerChunk;
+    const int64_t row = (chunk / num_kb) * kW1ChunkRows + rem / kUnitsPerRow;
+    const int64_t col = (chunk % num_kb) * 128 + (rem % kUnitsPerRow) * 16;
+    const int64_t e = row / rows_p, src = prepared_source_row(row % rows_p, inter);
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (src >= 0) v = *reinterpret_cast<const uint4*>(w1 + (e * 2 * inter + src) * hidden + c * 16);
-    *reinterpret_cast<uint4*>(w1p + row * hidden + c * 16) = v;
+    if (src >= 0 && col < hidden) v = *reinterpret_cast<const uint4*>(w1 + (e * 2 * inter + src) * hidden + col);
+    reinterpret_cast<uint4*>(w1p)[u] = v;
   }
 }
 
@@ -72,11 +79,11 @@ int grid_for(int64_t n, int threads) {
 void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,
                           float* sw1p, cudaStream_t stream) {
   const int64_t rows_p = moe_prepared_w1_rows(inter);
-  const int64_t total_rows = int64_t(num_experts) * rows_p;
-  prepare_w1_rows_kernel<<<grid_for(total_rows * hidden / 16, 256), 256, 0, stream>>>(
-      static_cast<const uint8_t*>(w1), static_cast<uint8_t*>(w1p), rows_p, inter, hidden, total_rows);
-  MOEKIT_CUDA_CHECK(cudaGetLastError());
   const int64_t kbh = ceil_div(hidden, kQuantBlock);
+  const int64_t units = int64_t(num_experts) * rows_p * kbh * (128 / 16);
+  prepare_w1_tiled_kernel<<<grid_for(units, 256), 256, 0, stream>>>(
+      static_cast<const uint8_t*>(w1), static_cast<uint8_t*>(w1p), rows_p, inter, hidden, kbh, units);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
   const int64_t total = int64_t(num_experts) * (rows_p / 64) * kbh;
   prepare_w1_scales_kernel<<<grid_for(total, 256), 256, 0, stream>>>(sw1, sw1p, rows_p, inter, kbh, total);
   MOEKIT_CUDA_CHECK(cudaGetLastError());

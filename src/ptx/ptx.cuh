@@ -30,6 +30,13 @@ __device__ __forceinline__ u32 lane_id() {
   return r;
 }
 
+/// The global nanosecond timer (diagnostics only).
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 /// 32-bit shared-state-space address of a generic pointer into shared memory.
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   u32 r;

@@ -53,6 +53,29 @@ int grid_for(int64_t n) {
 
 float hash_uniform(uint64_t seed, uint64_t index) { return uniform01(seed, index); }
 
+namespace {
+__global__ void read_sweep_kernel(const uint4* src, size_t n16, unsigned* sink) {
+  unsigned acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {  // four independent 16-byte loads in flight
+    const uint4 a = __ldcs(src + i), b = __ldcs(src + i + stride), c = __ldcs(src + i + 2 * stride),
+                d = __ldcs(src + i + 3 * stride);
+    acc ^= a.x ^ b.y ^ c.z ^ d.w;
+  }
+  for (; i < n16; i += stride) acc ^= __ldcs(src + i).x;
+  if (acc == 0x9E3779B9u) *sink = acc;  // practically never true; keeps the loads alive
+}
+}  // namespace
+
+void read_sweep(const void* src, size_t bytes, unsigned* sink, cudaStream_t stream) {
+  int dev = 0, sms = 0;
+  MOEKIT_CUDA_CHECK(cudaGetDevice(&dev));
+  MOEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  read_sweep_kernel<<<sms * 4, 512, 0, stream>>>(static_cast<const uint4*>(src), bytes / 16, sink);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
 void gpu_spin(cudaStream_t stream, double us) {
   if (us <= 0) return;
   spin_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(us * 1000.0));

@@ -17,6 +17,11 @@ void fill_random_f32(float* dst, int64_t n, float lo, float hi, uint64_t seed, c
 /// when the GPU reaches it: the events then measure device time, not host enqueue speed.
 void gpu_spin(cudaStream_t stream, double us);
 
+/// Reads `bytes` (a multiple of 16, 16-byte aligned) of `src` once with 16-byte loads spread over
+/// every SM, and writes one word derived from them to *sink (so the loads cannot be removed):
+/// the device's streaming-read bandwidth, for benchmark rooflines.
+void read_sweep(const void* src, size_t bytes, unsigned* sink, cudaStream_t stream);
+
 /// The same hash on the host: uniform float in [0, 1) for (seed, index). Lets tests regenerate
 /// on the CPU exactly what the device filled.
 float hash_uniform(uint64_t seed, uint64_t index);

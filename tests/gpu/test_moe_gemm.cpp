@@ -64,7 +64,7 @@ Gemm1Result run_gemm1(int64_t h, int64_t inter, const std::vector<int32_t>& coun
   moekit::detail::MoeGemm1Args g;
   g.a = a.get(); g.sa = sa.as<float>(); g.rows = rows; g.hidden = h; g.inter = inter; g.num_experts = e;
   g.offsets = offs.as<int32_t>(); g.counts = cnts.as<int32_t>(); g.w1p = w1p.get(); g.sw1p = sw1p.as<float>();
-  g.limit = limit; g.hq = hq.get(); g.sh = sh.as<float>(); g.expected_rows_per_expert = expected_rows;
+  g.limit = limit; g.hq = hq.get(); g.sh = sh.as<float>(); g.expected.active = e; g.expected.rows_per_active = expected_rows;
   moekit::detail::moe_gemm1_swiglu(g, s);
   moekit::test::finish(s, "moe_gemm1_swiglu");
 
@@ -193,7 +193,8 @@ TEST(MoeGemm2Scatter, MatchesReference) {
   g.hq = hq.get(); g.sh = sh.as<float>(); g.rows = rows; g.hidden = h; g.inter = inter; g.num_experts = e;
   g.offsets = offs.as<int32_t>(); g.counts = cnts.as<int32_t>(); g.w2 = w2.get(); g.sw2 = sw2.as<float>();
   g.row_map = map.as<int32_t>(); g.topk_weights = dw.as<float>(); g.top_k = k; g.y_acc = y.as<float>();
-  g.expected_rows_per_expert = 30;
+  g.expected.active = e;
+  g.expected.rows_per_active = 30;
   moekit::detail::moe_gemm2_scatter(g, s);
   moekit::test::finish(s, "moe_gemm2_scatter");
 

@@ -7,12 +7,14 @@
 //     row r0 (j < 2) or r0 + 8 (j ≥ 2).
 //   The 1x128 quantization block of h is the tile's 128 h columns: each warpgroup reduces its row
 //   maxima over a quad (shuffles), the two warpgroups swap them through shared memory, and both
-//   quantize with s = max(amax, 1e-4) / 448, q = e4m3(h / s) (IEEE division, RN, satfinite) — the
-//   operations of the host quantizer, so h never makes a bf16 round trip. q goes to a 128-byte
+//   quantize with s = max(amax, 1e-4) / 448, q = e4m3(h / s) (the correctly rounded quotient,
+//   computed branch-free; RN, satfinite) — the operations of the host quantizer, so h never makes
+//   a bf16 round trip. q goes to a 128-byte
 //   swizzled staging tile and out with one TMA store (clipped at I and at the tensor's rows); the
 //   scale to sa_out[h_block * sa_out_ld + row] (the A-scale layout GEMM2 reads).
 //   Rows past the tile's valid rows are padding of the same expert segment (64-row tiles never
-//   cross the 128-aligned segments): computing and storing them is harmless, GEMM2 skips them.
+//   cross the 128-aligned segments): their accumulators hold garbage, so they are quantized as
+//   zeros (h = 0, the minimum scale); storing them is harmless, GEMM2 skips them.
 //
 // ScatterAddEpilogue — GEMM2. Each valid row r of the tile with e = row_map[m0 + r] ≥ 0 is added,
 //   times row_weight[e], into out_acc[e / top_k, n0 : n0 + BLOCK_N] with 16-byte FP32 vector
@@ -38,16 +40,46 @@ struct SwigluFp8Epilogue {
     return r * 128u + ((((c >> 4) ^ (r & 7u)) << 4) | (c & 15u));
   }
 
+  // Branch-free division (the IEEE __fdiv_rn carries a slow-path branch per call, which serializes
+  // the 96 divisions of a thread into dependent chains: measured 12 µs per tile). With r = RN(1/y),
+  // q0 = RN(x r), e = x - y q0 (exact by FMA) and q0 + e r rounded once is the correctly rounded
+  // x / y (Markstein) whenever x / y neither overflows nor underflows — always the case below.
+  __device__ __forceinline__ static float div_with_recip(float x, float y, float r) {
+    const float q0 = __fmul_rn(x, r);
+    return __fmaf_rn(__fmaf_rn(-y, q0, x), r, q0);
+  }
+
   __device__ __forceinline__ static float swiglu(float g, float u, float limit) {
     if (limit > 0.0f) {
       g = g > limit ? limit : g;                          // comparisons keep NaN
       u = u > limit ? limit : (u < -limit ? -limit : u);
     }
-    return __fdiv_rn(g, 1.0f + expf(-g)) * u;
+    // silu(g) = g / (1 + e^-g); the exponent is capped so the denominator stays finite (silu of
+    // g < -80 is below 1e-33, far under any row's quantization step). The reciprocal is the
+    // approximate one plus a Newton step (within an ulp), so h matches the IEEE expression to ~1 ulp.
+    const float d = 1.0f + expf(fminf(-g, 80.0f));
+    float r = __fdividef(1.0f, d);
+    r = __fmaf_rn(r, __fmaf_rn(-d, r, 1.0f), r);
+    return div_with_recip(g, d, r) * u;
   }
 
   __device__ __forceinline__ static void store(float (&acc)[64], const Tile& t, const GemmParams& p, u32 smem_d,
                                                const ptx::TmaDescriptor& tma_d, const MathThread& th) {
+    const u32 r0 = th.warp * 16 + th.lane / 4;
+    // Padding rows (past the tile's valid rows) hold garbage — with 8-row A boxes, stale shared
+    // memory and unwritten A scales — whose NaN / Inf / denormal values send every IEEE division
+    // below down its slow path (measured: 12 µs per tile instead of ~1). They are never used:
+    // quantize zeros instead.
+    if (r0 >= t.valid_rows) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i)
+        if ((i & 2) == 0) acc[i] = 0.0f;
+    }
+    if (r0 + 8 >= t.valid_rows) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i)
+        if ((i & 2) != 0) acc[i] = 0.0f;
+    }
     // h in place of the gate accumulators, and this thread's partial row maxima.
     float amax0 = 0.0f, amax1 = 0.0f;
 #pragma unroll
@@ -61,7 +93,6 @@ struct SwigluFp8Epilogue {
     amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, 1));
     amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, 2));
 
-    const u32 r0 = th.warp * 16 + th.lane / 4;
     const u32 xch = smem_d + kXchOffset;
     // The previous tile's TMA store must have finished reading the staging tile, and every thread
     // must be done with the previous tile's maxima.
@@ -76,14 +107,18 @@ struct SwigluFp8Epilogue {
     amax1 = fmaxf(amax1, ptx::ld_shared_f32(xch + ((1 - th.wn) * 64 + r0 + 8) * 4));
     const float s0 = __fdiv_rn(fmaxf(amax0, 1e-4f), 448.0f);
     const float s1 = __fdiv_rn(fmaxf(amax1, 1e-4f), 448.0f);
+    // h / s exactly as the host quantizer's IEEE division (see div_with_recip), one reciprocal per row.
+    const float i0 = __frcp_rn(s0), i1 = __frcp_rn(s1);
 
     const u32 col = th.wn * 64 + 2 * (th.lane % 4);
 #pragma unroll
     for (u32 i = 0; i < 8; ++i) {
       ptx::st_shared_u16(smem_d + staging_offset(r0, col + 8 * i),
-                         ptx::pack_e4m3x2(__fdiv_rn(acc[4 * i + 0], s0), __fdiv_rn(acc[4 * i + 1], s0)));
+                         ptx::pack_e4m3x2(div_with_recip(acc[4 * i + 0], s0, i0),
+                                          div_with_recip(acc[4 * i + 1], s0, i0)));
       ptx::st_shared_u16(smem_d + staging_offset(r0 + 8, col + 8 * i),
-                         ptx::pack_e4m3x2(__fdiv_rn(acc[4 * i + 2], s1), __fdiv_rn(acc[4 * i + 3], s1)));
+                         ptx::pack_e4m3x2(div_with_recip(acc[4 * i + 2], s1, i1),
+                                          div_with_recip(acc[4 * i + 3], s1, i1)));
     }
     const u32 h_block = t.n0 / u32(T::kBlockN);
     if (th.wn == 0 && th.lane % 4 == 0) {

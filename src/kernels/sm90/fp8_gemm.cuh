@@ -237,12 +237,29 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   Scheduler sched(p);
   Tile t;
   float out[Fp8GemmMath<T>::kAcc];
+  const bool tracer = p.trace != nullptr && threadIdx.x == 0;
+  unsigned long long t_sched = 0, t_first = 0, t_mma_done = 0, t_stored = 0;
   while (sched.next(t)) {
+    if (tracer && t_sched == 0) t_sched = ptx::globaltimer();
     m.begin_tile(t);
+    if (tracer && t_first == 0) {
+      ptx::mbar_wait(s_full + 8 * m.stage, m.phase);
+      t_first = ptx::globaltimer();
+    }
     m.k_loop(out);
+    if (tracer) t_mma_done = ptx::globaltimer();
     Epilogue::store(out, t, p, s_d, tma_d, m.th);
+    if (tracer) t_stored = ptx::globaltimer();
   }
   Epilogue::finish(m.th);
+  if (tracer) {
+    unsigned long long* r = p.trace + kGemmTraceSlots * blockIdx.x;
+    r[1] = t_sched;
+    r[2] = t_first;
+    r[3] = t_mma_done;
+    r[4] = t_stored;
+    r[5] = ptx::globaltimer();
+  }
 }
 
 /// The whole kernel: shared-memory carve-up, barrier setup, producer and math roles. The epilogue's
@@ -255,6 +272,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   constexpr int kCluster = T::kCluster;
   static_assert(Epilogue::kSmemBytes % 1024 == 0, "the staging buffer keeps the stages 1024-byte aligned");
 
+  if (p.trace != nullptr && threadIdx.x == 0) p.trace[kGemmTraceSlots * blockIdx.x] = ptx::globaltimer();
   extern __shared__ ptx::u8 smem_raw[];
   const u32 raw = ptx::smem_addr(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
@@ -292,20 +310,30 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       Scheduler sched(p);
       Tile t;
       u32 stage = 0, phase = 0;
+      const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
       while (sched.next(t)) {
+        // A rows to load: the valid rows rounded up to whole boxes (a ghost tile loads none).
+        const u32 a_need = (t.valid_rows + a_box - 1) / a_box * a_box;
+        const u32 a_rows = a_need < u32(T::kBlockM) ? a_need : u32(T::kBlockM);
+        const u32 tx = T::kStageTxBytes - (u32(T::kBlockM) - a_rows) * kGemmBlockK;
         for (u32 kb = 0; kb < num_kb; ++kb) {
           ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
           const u32 full = s_full + 8 * stage;
-          ptx::mbar_arrive_expect_tx(full, T::kStageTxBytes);
-          ptx::tma_load_2d(s_a + stage * T::kSmemA, &tma_a, full, int(kb * kGemmBlockK), int(t.m0));
+          ptx::mbar_arrive_expect_tx(full, tx);
+          for (u32 r = 0; r < a_rows; r += a_box)
+            ptx::tma_load_2d(s_a + stage * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
+                             int(t.m0 + r));
+          // B coordinates: (k, row) of row-major B, or (0, chunk row) of the K-block tiled layout.
+          const u32 chunk = p.b_chunk_rows;
+          const int b_x = chunk ? 0 : int(kb * kGemmBlockK);
+          const u32 b_y = chunk ? ((t.b_row0 / chunk) * num_kb + kb) * chunk + t.b_row0 % chunk : t.b_row0;
           if constexpr (kCluster > 1) {
             // This CTA's slice of the shared B tile, into the same stage of every CTA.
             const u32 rank = ptx::cluster_ctarank();
-            ptx::tma_load_2d_multicast(s_b + stage * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full,
-                                       int(kb * kGemmBlockK), int(t.b_row0 + rank * (T::kBlockN / kCluster)),
-                                       ptx::u16((1u << kCluster) - 1));
+            ptx::tma_load_2d_multicast(s_b + stage * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full, b_x,
+                                       int(b_y + rank * (T::kBlockN / kCluster)), ptx::u16((1u << kCluster) - 1));
           } else {
-            ptx::tma_load_2d(s_b + stage * T::kSmemB, &tma_b, full, int(kb * kGemmBlockK), int(t.b_row0));
+            ptx::tma_load_2d(s_b + stage * T::kSmemB, &tma_b, full, b_x, int(b_y));
           }
           ptx::tma_load_2d(s_sfa + stage * T::kSmemSfa, &tma_sfa, full, int(t.m0 & ~3u), int(kb));
           if (++stage == kStages) {

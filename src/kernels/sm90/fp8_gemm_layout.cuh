@@ -75,6 +75,20 @@ struct GemmParams {
   unsigned num_n_sb;      ///< ceil(n / 128): B-scale blocks per group along N
   const float* sb;        ///< B scales [groups][num_n_sb][num_kb]
   unsigned raster_group;  ///< M blocks per rasterization group (L2 reuse)
+  /// B's global layout: 0 = row-major rows of k bytes (the TMA map's rows are B's rows); R > 0 =
+  /// K-block tiled: rows [R c, R c + R) x K block kb form one contiguous chunk of R x 128 bytes,
+  /// chunk (c, kb) at ((c * num_kb) + kb) * R * 128 (the TMA map's rows are 128-byte chunk rows).
+  /// A stage's B tile (R = BLOCK_N) is then one sequential read instead of BLOCK_N 128-byte pieces
+  /// of rows k bytes apart.
+  unsigned b_chunk_rows;
+  /// Rows per A TMA box: 0 = BLOCK_M (one box per stage); 8 (decode) = only the boxes that hold a
+  /// tile's valid rows are loaded, so the padding rows of short groups cost no DRAM / L2 traffic
+  /// (their smem rows keep stale bytes; padding rows' results are never stored or used).
+  unsigned a_box_rows;
+  /// Diagnostics (null in production): per CTA, kGemmTraceSlots timestamps (ns) written by the
+  /// first math thread — entry, first tile scheduled, first stage ready, last tile's K loop done,
+  /// last tile's epilogue issued, exit.
+  unsigned long long* trace;
   // Grouped GEMMs (unused by the dense one):
   const int* group_offsets;  ///< contiguous: [num_groups + 1] aligned segment starts
   const int* group_counts;   ///< [num_groups] valid rows per group
@@ -91,6 +105,8 @@ struct GemmParams {
   float* out_acc;            ///< GEMM2: FP32 [tokens, n] output that rows are scatter-added into
   unsigned top_k;            ///< GEMM2: k
 };
+
+inline constexpr unsigned kGemmTraceSlots = 6;
 
 /// Shared memory of the MoE GEMM1 epilogue for a 64-row tile: the FP8 tile of 128 h columns
 /// (128-byte swizzled rows) and the two warpgroups' row maxima, rounded to 1024 bytes.

@@ -85,36 +85,72 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 }
 
 /// Contiguous grouped GEMM: A's rows are sorted by group, group g owning the aligned segment
-/// [offsets[g], offsets[g+1]) of which the first counts[g] rows are valid. The number of M tiles
-/// (offsets[G] / BLOCK_M, capped by the allocated rows) is read on the device; a tile's group is
-/// found by binary search; tiles with no valid row (block_m 64 past a short group) are skipped.
-/// With clusters of kCluster CTAs (B multicast), the unit of work is kCluster vertically adjacent
-/// tiles (kCluster * BLOCK_M ≤ 128 rows, so a unit never leaves its 128-aligned segment); CTA rank
-/// r takes the r-th. A unit is skipped only when its first tile has no valid row, so both CTAs
-/// always walk the same units; a tile of the unit past the valid rows is computed on padding rows
-/// of the same segment (valid_rows = 0) and its epilogue must tolerate that.
+/// [offsets[g], offsets[g+1]) of which the first counts[g] rows are valid. The used rows
+/// (offsets[G], capped by the allocated rows) are read on the device; a tile's group is found by
+/// binary search over the offsets (L1-resident after the first tiles).
+///
+/// Units: a unit is kCluster vertically adjacent tiles (CTA rank r of a cluster takes the r-th,
+/// kCluster * BLOCK_M ≤ 128, so a unit never leaves its 128-aligned segment). Every 128-row block
+/// of a segment holds at least one valid row, so the first unit of each block always has work,
+/// while the later ones (BLOCK_M * kCluster = 64: rows 64..127 of the block) are empty whenever a
+/// group has ≤ 64 rows there — the common case at decode sizes. The units are therefore visited in
+/// passes: pass 0 = the first unit of every 128-row block (never empty), pass 1 = the second, ...
+/// With the CTAs striding through one flat order, half-empty layouts would otherwise hand all
+/// the work to half of the CTAs (measured: stride 132, raster 8 → every odd CTA idle). Inside a
+/// pass the order is rasterized as in the dense scheduler. Skipping an empty unit costs a binary
+/// search (~0.7 µs of dependent loads), so before entering pass 1 each thread reads all counts
+/// once: when no group has more than one unit's rows (decode sizes), passes ≥ 1 hold no work and
+/// are dropped (measured at T = 64 without this: 20 / 43 µs of skipping at the end of GEMM1 /
+/// GEMM2). A unit is skipped only when its first
+/// tile has no valid row, so both CTAs of a cluster walk the same units; a tile of the unit past
+/// the valid rows is computed on padding rows of the same segment (valid_rows = 0) and its
+/// epilogue must tolerate that.
 template <int kBlockM, int kBlockN, int kCluster = 1>
 struct ContiguousScheduler {
-  static_assert(kCluster * kBlockM <= 128, "a cluster's tiles must stay inside one 128-row segment");
+  static constexpr u32 kUnitRows = u32(kBlockM * kCluster);
+  static_assert(128 % kUnitRows == 0, "a cluster's tiles must stay inside one 128-row segment");
+  static constexpr u32 kPasses = 128 / kUnitRows;
   const GemmParams& p;
-  u32 num_units_m, num_n_blocks, num_units, group, rank, stride, next_index;
+  u32 num_blocks, num_n_blocks, units_per_pass, num_units, group, rank, stride, next_index;
 
   __device__ __forceinline__ explicit ContiguousScheduler(const GemmParams& params)
       : p(params), num_n_blocks((params.n + kBlockN - 1) / kBlockN),
         group(params.raster_group ? params.raster_group : 1), rank(blockIdx.x % kCluster),
         stride(gridDim.x / kCluster), next_index(blockIdx.x / kCluster) {
     const u32 used = u32(__ldg(p.group_offsets + p.num_groups));
-    num_units_m = (used < p.m ? used : p.m) / (kBlockM * kCluster);
-    num_units = num_units_m * num_n_blocks;
+    num_blocks = ((used < p.m ? used : p.m) + 127) / 128;
+    units_per_pass = num_blocks * num_n_blocks;
+    num_units = units_per_pass * kPasses;
+  }
+
+  /// Largest group count (every thread of the CTA computes the same value).
+  __device__ __forceinline__ int max_count() const {
+    int m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+    u32 g = 0;
+    for (; g + 4 <= p.num_groups; g += 4) {  // four independent loads in flight
+      m0 = max(m0, __ldg(p.group_counts + g));
+      m1 = max(m1, __ldg(p.group_counts + g + 1));
+      m2 = max(m2, __ldg(p.group_counts + g + 2));
+      m3 = max(m3, __ldg(p.group_counts + g + 3));
+    }
+    for (; g < p.num_groups; ++g) m0 = max(m0, __ldg(p.group_counts + g));
+    return max(max(m0, m1), max(m2, m3));
   }
 
   __device__ __forceinline__ bool next(Tile& t) {
     while (next_index < num_units) {
+      if (kPasses > 1 && next_index >= units_per_pass && num_units > units_per_pass &&
+          max_count() <= int(kUnitRows)) {
+        num_units = units_per_pass;  // no group reaches a second unit of its 128-row blocks
+        break;
+      }
       const u32 idx = next_index;
       next_index += stride;
-      u32 m_unit, n_block;
-      raster(idx, num_units_m, num_n_blocks, group, m_unit, n_block);
-      const u32 unit_m0 = m_unit * kBlockM * kCluster;
+      const u32 pass = kPasses == 1 ? 0u : idx / units_per_pass;
+      u32 block, n_block;
+      raster(idx - pass * units_per_pass, num_blocks, num_n_blocks, group, block, n_block);
+      const u32 unit_m0 = block * 128 + pass * kUnitRows;
+      if (unit_m0 >= p.m) continue;
       t.m0 = unit_m0 + rank * kBlockM;
       t.n0 = n_block * kBlockN;
       // Last group whose segment starts at or before the unit (empty groups share their start).

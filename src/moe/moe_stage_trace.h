@@ -1,0 +1,28 @@
+// Per-stage timing hook of the MoE forward, for `moekit bench moe`'s stage breakdown only.
+//
+// When a trace is installed on the calling thread (moe_stage_trace() != nullptr), MoeLayer::forward
+// and moe_forward record a CUDA event on the stream at the start and after every stage. Nothing
+// is recorded otherwise (the default; one thread-local load per stage). Not part of the public API.
+#pragma once
+#include <cuda_runtime_api.h>
+
+namespace moekit::detail {
+
+struct MoeStageTrace {
+  static constexpr int kMaxStages = 12;
+  cudaEvent_t start = nullptr;                ///< recorded by moe_stage_begin
+  cudaEvent_t events[kMaxStages] = {};        ///< caller-created; events[i] ends stage i
+  const char* names[kMaxStages] = {};         ///< filled by the forward
+  int count = 0;                              ///< stages recorded in the last forward
+};
+
+/// The calling thread's installed trace (nullptr: tracing off).
+MoeStageTrace*& moe_stage_trace();
+
+/// Records the trace's start event (first call of a forward); no-op when tracing is off.
+void moe_stage_begin(cudaStream_t stream);
+
+/// Ends stage `name` at this point of the stream; no-op when tracing is off.
+void moe_stage_mark(const char* name, cudaStream_t stream);
+
+}  // namespace moekit::detail
