@@ -14,6 +14,7 @@
 #include "gemm/heuristic.h"
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "moekit/numerics.h"
+#include "runtime/pdl.h"
 #include "runtime/device.h"
 #include "runtime/driver.h"
 #include "runtime/jit.h"
@@ -175,6 +176,8 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   params.raster_group = static_cast<unsigned>(c.raster_group);
   params.b_chunk_rows = static_cast<unsigned>(family.b_chunk_rows);
   params.a_box_rows = a_box == unsigned(c.block_m) ? 0u : a_box;
+  // The pre-wait reads only make sense (and are only safe) in the MoE layer's PDL chain.
+  params.pdl_early = pdl_active() && family.pdl_early ? 1u : 0u;
   params.d = op.d;
   params.ldd = static_cast<unsigned>(op.ldd);
 
@@ -200,15 +203,22 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = smem;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  CUlaunchAttribute cluster;
-  std::memset(&cluster, 0, sizeof cluster);
+  CUlaunchAttribute attrs[2];
+  std::memset(attrs, 0, sizeof attrs);
+  unsigned num_attrs = 0;
   if (c.multicast > 1) {
+    CUlaunchAttribute& cluster = attrs[num_attrs++];
     cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     cluster.value.clusterDim.x = static_cast<unsigned>(c.multicast);
     cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
-    cfg.attrs = &cluster;
-    cfg.numAttrs = 1;
   }
+  if (pdl_active()) {  // the kernel waits (griddepcontrol.wait) before touching global memory
+    CUlaunchAttribute& pdl = attrs[num_attrs++];
+    pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    pdl.value.programmaticStreamSerializationAllowed = 1;
+  }
+  cfg.attrs = num_attrs ? attrs : nullptr;
+  cfg.numAttrs = num_attrs;
   void* args[] = {const_cast<CUtensorMap*>(&tma_a), const_cast<CUtensorMap*>(&tma_b),
                   const_cast<CUtensorMap*>(&tma_sfa), const_cast<CUtensorMap*>(&tma_d),
                   const_cast<sm90::GemmParams*>(&params)};

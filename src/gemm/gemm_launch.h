@@ -41,6 +41,9 @@ struct Fp8GemmFamily {
   /// Rows per A TMA box (GemmParams::a_box_rows): 0 = BLOCK_M; 8 = load only a tile's valid rows
   /// (decode-sized groups). Needs a scheduler that sets Tile::valid_rows.
   int a_box_rows = 0;
+  /// Inside a PdlScope: find the first tile before waiting for the previous kernel
+  /// (GemmParams::pdl_early; the group layout must be at least two launches old).
+  bool pdl_early = false;
 };
 
 /// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S, C>.

@@ -1,9 +1,13 @@
 // Internal MoE forward (moe_forward.h).
 //
 // Fused path (I % 64 == 0, the default):
-//   moe_sort → permute_quantize_by_token → moe_gemm1_swiglu (GEMM1 + SwiGLU + FP8 requant in the epilogue:
-//   h never leaves the chip in bf16) → zero y_acc → moe_gemm2_scatter (GEMM2 + router weight +
-//   FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize (y = bf16(y_acc)).
+//   moe_sort → permute_quantize_by_token (also zeroes y_acc) → moe_gemm1_swiglu (GEMM1 + SwiGLU +
+//   FP8 requant in the epilogue: h never leaves the chip in bf16) → moe_gemm2_scatter (GEMM2 +
+//   router weight + FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize (y = bf16(y_acc)).
+//   The caller (MoeLayer::forward) runs it in a PdlScope: every kernel of this chain is launched
+//   with programmatic dependent launch (runtime/pdl.h), so each launch and prologue overlaps the
+//   previous kernel; the permute quantizes its first tokens and the GEMMs find their first tile
+//   before waiting for their predecessor.
 //   A token's k contributions are summed in FP32 in an unspecified order (atomics), so the last
 //   bit of y can differ between runs.
 // Deterministic mode, and any T whose y_acc would not fit in L2 (T * H * 4 > 16 MiB): GEMM2 writes
@@ -17,6 +21,7 @@
 #include "common/check.h"
 #include "moe/workspace_carver.h"
 #include "moe/moe_gemm.h"
+#include "moe/moe_permute.h"
 #include "moe/moe_stage_trace.h"
 #include "moe/moe_unfused.h"
 #include "moekit/grouped_gemm.h"
@@ -126,8 +131,13 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
            p.ws_bytes, stream);
   moe_stage_mark("sort", stream);
   if (a.num_tokens == 0) return;
-  permute_quantize_by_token(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows, p.a_perm,
-                            p.sa_perm, false, stream);
+  // The FP32 scatter-add pays off while y_acc stays in L2; past that its atomics miss to DRAM
+  // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered
+  // combine move fewer bytes.
+  const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
+  // The permute also zeroes y_acc (no memset launch).
+  permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows, p.a_perm,
+                                    p.sa_perm, false, rows_then_combine ? nullptr : p.y_acc, stream);
   moe_stage_mark("permute_quant", stream);
   const MoeLoadEstimate load = moe_expected_load(a.num_tokens, a.top_k, a.num_experts, a.local_count);
 
@@ -149,10 +159,6 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   moe_gemm1_swiglu(g1, stream);
   moe_stage_mark("gemm1_swiglu", stream);
 
-  // The FP32 scatter-add pays off while y_acc stays in L2; past that its atomics miss to DRAM
-  // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered
-  // combine move fewer bytes.
-  const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
   if (rows_then_combine) {
     GroupedGemmFp8Args g2;
     g2.num_groups = a.local_count;
@@ -173,8 +179,6 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
     moe_stage_mark("combine", stream);
     return;
   }
-  MOEKIT_CUDA_CHECK(cudaMemsetAsync(p.y_acc, 0, size_t(a.num_tokens * a.hidden) * sizeof(float), stream));
-  moe_stage_mark("zero_acc", stream);
   MoeGemm2Args g2;
   g2.hq = p.hq;
   g2.sh = p.sh;

@@ -66,6 +66,9 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   family.tma_d = &tma_h;
   family.sb_rows = 64;  // the prepared W1 has one scale per 64 rows (gate or up of 64 h columns)
   family.b_chunk_rows = static_cast<int>(kW1ChunkRows);  // the prepared W1 is K-block tiled
+  // In the layer's PDL chain the first tile is scheduled while the permute kernel runs (the offsets
+  // come from moe_sort, two launches back).
+  family.pdl_early = true;
   family.a_box_rows = decode_a_box_rows(a.expected);
   sm90::GemmParams p{};
   p.group_offsets = a.offsets;
@@ -88,6 +91,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   family.header = "kernels/sm90/moe_gemm.cuh";
   family.epilogue_smem = 0;
   family.a_box_rows = decode_a_box_rows(a.expected);
+  family.pdl_early = true;  // as GEMM1: the offsets come from moe_sort, three launches back
   // No D tensor: any valid descriptor satisfies the kernel's signature (it is only prefetched).
   const CUtensorMap tma_dummy = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
                                             static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 16, 1,

@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "moe/moe_forward.h"
 #include "moe/moe_stage_trace.h"
+#include "runtime/pdl.h"
 #include "moekit/numerics.h"
 #include "runtime/device_buffer.h"
 
@@ -195,6 +196,9 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   char* base = static_cast<char*>(a.workspace);
   const int32_t* ids = a.topk_ids;
   const float* weights = a.topk_weights;
+  // Programmatic dependent launch for the whole chain (runtime/pdl.h): each kernel's launch and
+  // prologue overlap the previous kernel's tail.
+  const detail::PdlScope pdl(true);
   detail::moe_stage_begin(stream);
   if (from_logits) {
     int32_t* rid = a.routed_ids ? a.routed_ids : reinterpret_cast<int32_t*>(base + ws.ids);

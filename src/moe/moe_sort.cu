@@ -92,10 +92,13 @@
 
 #include "common/check.h"
 #include "moe/moe_sort_reference.h"
+#include "moe/moe_permute.h"
 #include "kernels/sm90/quantize_device.h"
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_sort.h"
 #include "moekit/numerics.h"
+#include "ptx/ptx.cuh"
+#include "runtime/pdl.h"
 
 namespace moekit {
 namespace {
@@ -272,6 +275,8 @@ __device__ __forceinline__ void fill_minus_one(int32_t* p, int64_t begin, int64_
 }
 
 __global__ void __launch_bounds__(kSmallThreads) small_sort_kernel(const SmallSortParams p) {
+  ptx::griddep_wait();  // PDL (runtime/pdl.h): ids from the previous kernel; maps an earlier one may read
+  ptx::griddep_launch_dependents();
   if (blockIdx.x > 0) {  // helper CTA: a slice of the rows no routing can reach
     const int64_t begin = p.own_rows + int64_t(blockIdx.x - 1) * kFillRowsPerCta;
     const int64_t end = begin + kFillRowsPerCta < p.rows ? begin + kFillRowsPerCta : p.rows;
@@ -487,39 +492,51 @@ struct ScatterParams {
   int groups;
   int chunks_per_row;
   int top_k;
+  float* zero_acc;                   // optional [T, hidden] FP32 zeroed alongside (MoE GEMM2's y_acc)
 };
 
-// Quantizes the unit (row, chunk) exactly as sm90::quant::quantize_act_unit and stores it to every
-// permuted row of the token. Must be called by all 32 lanes with the same unit.
+// One unit (token row, chunk of 2U 128-column groups) quantized in registers, exactly as
+// sm90::quant::quantize_act_unit.
+template <int U>
+struct QuantUnit {
+  float sc[U];  // this lane's half's group scales
+  uint2 q[U];   // this lane's 8 FP8 codes per group
+};
+
+// Reads and quantizes the unit; touches only x. Must be called by all 32 lanes with the same unit.
 template <int U, bool kUe8m0>
-__device__ __forceinline__ void quantize_scatter_unit(const ScatterParams& p, int64_t row, int chunk) {
+__device__ __forceinline__ void quantize_unit(const ScatterParams& p, int64_t row, int chunk, QuantUnit<U>& out) {
   using namespace sm90::quant;
   const int lane = threadIdx.x & 31;
-  const int half = lane >> 4;
-  const int sub = lane & 15;
-  const int g0 = chunk * (2 * U) + half;
-  const int32_t* dst = p.expanded_to_permuted + row * p.top_k;
-
-  // Destinations of the first 32 slots, loaded with the activations (both only read).
-  const int first = p.top_k < 32 ? p.top_k : 32;
-  int32_t mine = lane < first ? __ldg(dst + lane) : -1;
-
-  const uint16_t* xr = p.x + row * p.hidden;
+  const int g0 = chunk * (2 * U) + (lane >> 4);
   uint4 v[U];
   float a[U];
-  load_unit_amax<U>(xr, int(p.hidden), g0, sub, v, a);
-  float sc[U];
-  uint2 q[U];
+  load_unit_amax<U>(p.x + row * p.hidden, int(p.hidden), g0, lane & 15, v, a);
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    sc[u] = block_scale<kUe8m0>(a[u]);
-    const float inv = kUe8m0 ? __frcp_rn(sc[u]) : 0.0f;
-    q[u] = quant8<kUe8m0>(v[u], sc[u], inv);
+    out.sc[u] = block_scale<kUe8m0>(a[u]);
+    const float inv = kUe8m0 ? __frcp_rn(out.sc[u]) : 0.0f;
+    out.q[u] = quant8<kUe8m0>(v[u], out.sc[u], inv);
   }
+}
 
+// Stores a quantized unit to every permuted row of its token (and zeroes the unit's columns of the
+// token's accumulator row when asked). Must be called by all 32 lanes with the same unit.
+template <int U>
+__device__ __forceinline__ void scatter_unit(const ScatterParams& p, int64_t row, int chunk, const QuantUnit<U>& qu) {
+  const int lane = threadIdx.x & 31;
+  const int sub = lane & 15;
+  const int g0 = chunk * (2 * U) + (lane >> 4);
+  const int32_t* dst = p.expanded_to_permuted + row * p.top_k;
+  if (p.zero_acc) {  // the unit's columns of the token's FP32 accumulator row
+    const int c_end = (chunk + 1) * (2 * U) * 128 < p.hidden ? (chunk + 1) * (2 * U) * 128 : p.hidden;
+    float* acc_row = p.zero_acc + row * p.hidden;
+    for (int c = chunk * (2 * U) * 128 + 4 * lane; c < c_end; c += 128)
+      *reinterpret_cast<float4*>(acc_row + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   for (int j0 = 0; j0 < p.top_k; j0 += 32) {
     const int nj = p.top_k - j0 < 32 ? p.top_k - j0 : 32;
-    if (j0 > 0) mine = lane < nj ? __ldg(dst + j0 + lane) : -1;
+    int32_t mine = lane < nj ? __ldg(dst + j0 + lane) : -1;
     if (mine < 0 || int64_t(mine) >= p.rows) mine = -1;  // dropped slot, or a row outside the buffer
     // FP8 codes: row by row, each lane its 8 columns of every group of the unit.
     for (int j = 0; j < nj; ++j) {
@@ -529,7 +546,7 @@ __device__ __forceinline__ void quantize_scatter_unit(const ScatterParams& p, in
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int col = (g0 + 2 * u) * 128 + sub * 8;
-        if (col < p.hidden) *reinterpret_cast<uint2*>(qr + col) = q[u];
+        if (col < p.hidden) *reinterpret_cast<uint2*>(qr + col) = qu.q[u];
       }
     }
     // Scales: lane `sub` of each half stores its half's groups for slots j0 + sub and j0 + 16 + sub
@@ -540,20 +557,37 @@ __device__ __forceinline__ void quantize_scatter_unit(const ScatterParams& p, in
     for (int u = 0; u < U; ++u) {
       const int g = g0 + 2 * u;
       if (g < p.groups) {
-        if (ra >= 0) p.sa_perm[int64_t(g) * p.sa_ld + ra] = sc[u];
-        if (rb >= 0) p.sa_perm[int64_t(g) * p.sa_ld + rb] = sc[u];
+        if (ra >= 0) p.sa_perm[int64_t(g) * p.sa_ld + ra] = qu.sc[u];
+        if (rb >= 0) p.sa_perm[int64_t(g) * p.sa_ld + rb] = qu.sc[u];
       }
     }
   }
 }
 
+// PDL (runtime/pdl.h): the warp's first unit is read and quantized before waiting for the previous
+// kernel (moe_sort, whose maps the scatter needs). x is the layer's input, complete before the
+// chain's first kernel started, so this read cannot race; every write happens after the wait.
 template <int U, bool kUe8m0>
 __global__ void __launch_bounds__(kThreads) quantize_scatter_kernel(const ScatterParams p) {
   const int64_t warps = int64_t(gridDim.x) * kWarps;
-  for (int64_t unit = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); unit < p.units; unit += warps) {
-    const int64_t row = unit / p.chunks_per_row;
-    const int chunk = static_cast<int>(unit - row * p.chunks_per_row);
-    quantize_scatter_unit<U, kUe8m0>(p, row, chunk);
+  int64_t unit = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  QuantUnit<U> qu;
+  int64_t row = 0;
+  int chunk = 0;
+  if (unit < p.units) {
+    row = unit / p.chunks_per_row;
+    chunk = static_cast<int>(unit - row * p.chunks_per_row);
+    quantize_unit<U, kUe8m0>(p, row, chunk, qu);
+  }
+  ptx::griddep_wait();
+  ptx::griddep_launch_dependents();
+  for (bool first = true; unit < p.units; unit += warps, first = false) {
+    if (!first) {
+      row = unit / p.chunks_per_row;
+      chunk = static_cast<int>(unit - row * p.chunks_per_row);
+      quantize_unit<U, kUe8m0>(p, row, chunk, qu);
+    }
+    scatter_unit<U>(p, row, chunk, qu);
   }
 }
 
@@ -703,7 +737,7 @@ void moe_sort_with_path(MoeSortPath path, const int32_t* topk_ids, int64_t num_t
     q.local_offset = local_offset;
     q.local_count = local_count;
     const int64_t helpers = ceil_div(rows - own, int64_t{kFillRowsPerCta});
-    small_sort_kernel<<<static_cast<unsigned>(1 + helpers), kSmallThreads, 0, stream>>>(q);
+    detail::launch_pdl(small_sort_kernel, dim3(static_cast<unsigned>(1 + helpers)), dim3(kSmallThreads), 0, stream, q);
     MOEKIT_CUDA_CHECK(cudaGetLastError());
     return;
   }
@@ -844,6 +878,13 @@ void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top
 void permute_quantize_by_token(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
                                const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm, float* sa_perm,
                                bool ue8m0, cudaStream_t stream) {
+  detail::permute_quantize_by_token_zeroing(x, num_tokens, hidden, top_k, expanded_to_permuted, rows_bound, a_perm,
+                                            sa_perm, ue8m0, nullptr, stream);
+}
+
+void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
+                                               const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm,
+                                               float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream) {
   constexpr const char* fn = "moekit::permute_quantize_by_token";
   MOEKIT_REQUIRE(num_tokens >= 0 && num_tokens <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": num_tokens = ",
                  num_tokens, " must be in [0, 2^31)");
@@ -867,7 +908,8 @@ void permute_quantize_by_token(const void* x, int64_t num_tokens, int64_t hidden
   }
   MOEKIT_REQUIRE(aligned_to(expanded_to_permuted, 4), ErrorCode::kMisaligned, fn, ": expanded_to_permuted (",
                  static_cast<const void*>(expanded_to_permuted), ") must be 4-byte aligned");
-  if (num_tokens == 0 || rows_bound == 0) return;  // no row can be written
+  MOEKIT_REQUIRE(aligned_to(zero_acc, 16), ErrorCode::kMisaligned, fn, ": zero_acc must be 16-byte aligned");
+  if (num_tokens == 0 || (rows_bound == 0 && !zero_acc)) return;  // nothing to write
 
   const int groups = static_cast<int>(ceil_div(hidden, kQuantBlock));
   ScatterParams q{};
@@ -880,15 +922,16 @@ void permute_quantize_by_token(const void* x, int64_t num_tokens, int64_t hidden
   q.hidden = static_cast<int>(hidden);
   q.groups = groups;
   q.top_k = top_k;
+  q.zero_acc = zero_acc;
   auto launch = [&](auto unroll) {
     constexpr int U = decltype(unroll)::value;
     q.chunks_per_row = static_cast<int>(ceil_div(groups, 2 * U));
     q.units = num_tokens * q.chunks_per_row;
     const int grid = grid_for(q.units, kWarps);
     if (ue8m0) {
-      quantize_scatter_kernel<U, true><<<grid, kThreads, 0, stream>>>(q);
+      detail::launch_pdl(quantize_scatter_kernel<U, true>, dim3(grid), dim3(kThreads), 0, stream, q);
     } else {
-      quantize_scatter_kernel<U, false><<<grid, kThreads, 0, stream>>>(q);
+      detail::launch_pdl(quantize_scatter_kernel<U, false>, dim3(grid), dim3(kThreads), 0, stream, q);
     }
   };
   sm90::quant::with_act_unroll(num_tokens, groups, launch);

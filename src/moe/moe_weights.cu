@@ -20,6 +20,8 @@
 #include "common/check.h"
 #include "moe/moe_gemm.h"
 #include "moekit/numerics.h"
+#include "ptx/ptx.cuh"
+#include "runtime/pdl.h"
 
 namespace moekit::detail {
 namespace {
@@ -60,6 +62,8 @@ __global__ void prepare_w1_scales_kernel(const float* sw1, float* sw1p, int64_t 
 }
 
 __global__ void finalize_kernel(const float4* acc, uint2* y, int64_t n4) {
+  ptx::griddep_wait();  // PDL (runtime/pdl.h): y_acc from the previous kernel
+  ptx::griddep_launch_dependents();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
     const float4 v = acc[i];
     uint2 o;
@@ -92,8 +96,8 @@ void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int
 void moe_finalize_bf16(const float* y_acc, int64_t num_tokens, int64_t hidden, void* y, cudaStream_t stream) {
   const int64_t n4 = num_tokens * hidden / 4;
   if (n4 == 0) return;
-  finalize_kernel<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(y_acc),
-                                                           static_cast<uint2*>(y), n4);
+  launch_pdl(finalize_kernel, dim3(grid_for(n4, 256)), dim3(256), 0, stream, reinterpret_cast<const float4*>(y_acc),
+             static_cast<uint2*>(y), n4);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

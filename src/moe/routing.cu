@@ -45,6 +45,8 @@
 
 #include "common/check.h"
 #include "moekit/routing.h"
+#include "ptx/ptx.cuh"
+#include "runtime/pdl.h"
 
 namespace moekit {
 namespace detail {
@@ -311,6 +313,8 @@ constexpr int min_ctas_per_sm(int npl) { return npl <= 12 ? 8 : npl <= 16 ? 6 : 
 
 template <int NPL, typename T, bool kSigmoid>
 __global__ void __launch_bounds__(kThreads, min_ctas_per_sm(NPL)) route_kernel(const Params p) {
+  ptx::griddep_wait();  // PDL (runtime/pdl.h): the logits may come from the previous kernel
+  ptx::griddep_launch_dependents();
   extern __shared__ uint32_t smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -440,7 +444,7 @@ int pick_npl(int E) {
 
 template <int NPL, typename T, bool kSigmoid>
 void launch(const Params& p, int grid, size_t smem, cudaStream_t stream) {
-  route_kernel<NPL, T, kSigmoid><<<grid, kThreads, smem, stream>>>(p);
+  detail::launch_pdl(route_kernel<NPL, T, kSigmoid>, dim3(grid), dim3(kThreads), smem, stream, p);
 }
 
 template <typename T, bool kSigmoid>

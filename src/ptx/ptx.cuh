@@ -30,6 +30,20 @@ __device__ __forceinline__ u32 lane_id() {
   return r;
 }
 
+// ------------------------------------------------------------------------------------------------
+// Programmatic dependent launch (PDL). A kernel launched with the programmatic-serialization
+// attribute may start while its predecessor in the stream still runs; griddep_wait blocks until
+// the predecessor grid has completed and its memory is visible (a no-op for a normal launch), and
+// griddep_launch_dependents lets the successor grid be scheduled once every CTA of this grid has
+// issued it or exited.
+// ------------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+__device__ __forceinline__ void griddep_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 /// The global nanosecond timer (diagnostics only).
 __device__ __forceinline__ unsigned long long globaltimer() {
   unsigned long long t;

@@ -81,7 +81,7 @@ struct Bf16TmaEpilogue {
   }
 
   /// Called once by every math thread after the last tile: waits for outstanding stores.
-  __device__ __forceinline__ static void finish(const MathThread& th) {
+  __device__ __forceinline__ static void finish(const MathThread& th, const GemmParams&) {
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait<0>();
   }
 };

@@ -134,7 +134,7 @@ struct SwigluFp8Epilogue {
     }
   }
 
-  __device__ __forceinline__ static void finish(const MathThread& th) {
+  __device__ __forceinline__ static void finish(const MathThread& th, const GemmParams&) {
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait<0>();
   }
 };
@@ -171,7 +171,7 @@ struct ScatterAddEpilogue {
     __syncwarp();  // the next tile's wgmma needs a converged warp
   }
 
-  __device__ __forceinline__ static void finish(const MathThread&) {}
+  __device__ __forceinline__ static void finish(const MathThread&, const GemmParams&) {}
 };
 
 }  // namespace moekit::sm90

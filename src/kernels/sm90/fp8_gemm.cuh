@@ -222,9 +222,25 @@ struct Fp8GemmMath {
   }
 };
 
+/// TMA coordinates of K block kb of tile t's B (row-major B, or the K-block tiled layout).
+__device__ __forceinline__ void b_tile_coords(const GemmParams& p, const Tile& t, u32 kb, int& x, u32& y) {
+  const u32 chunk = p.b_chunk_rows;
+  x = chunk ? 0 : int(kb * kGemmBlockK);
+  y = chunk ? ((t.b_row0 / chunk) * p.num_kb + kb) * chunk + t.b_row0 % chunk : t.b_row0;
+}
+
 template <class T, class Scheduler, class Epilogue>
 __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 s_a, u32 s_b, u32 s_full,
                                               u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d) {
+  // PDL: nothing global is touched before the previous kernel is done, except (pdl_early) the
+  // scheduler's reads of the group layout, which comes from further back in the chain.
+  const bool early = p.pdl_early != 0;
+  if (!early) ptx::griddep_wait();
+  Scheduler sched(p);
+  Tile t;
+  bool more = sched.next(t);
+  if (early) ptx::griddep_wait();
+  if (threadIdx.x == 0) ptx::griddep_launch_dependents();  // only after this CTA's wait
   Fp8GemmMath<T> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
   const u32 wg = threadIdx.x / 128;
   m.th.warpgroup = wg;
@@ -234,12 +250,10 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   m.th.lane = ptx::lane_id();
   m.r0 = m.th.warp * 16 + m.th.lane / 4;
 
-  Scheduler sched(p);
-  Tile t;
   float out[Fp8GemmMath<T>::kAcc];
   const bool tracer = p.trace != nullptr && threadIdx.x == 0;
   unsigned long long t_sched = 0, t_first = 0, t_mma_done = 0, t_stored = 0;
-  while (sched.next(t)) {
+  for (; more; more = sched.next(t)) {
     if (tracer && t_sched == 0) t_sched = ptx::globaltimer();
     m.begin_tile(t);
     if (tracer && t_first == 0) {
@@ -251,7 +265,7 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
     Epilogue::store(out, t, p, s_d, tma_d, m.th);
     if (tracer) t_stored = ptx::globaltimer();
   }
-  Epilogue::finish(m.th);
+  Epilogue::finish(m.th, p);
   if (tracer) {
     unsigned long long* r = p.trace + kGemmTraceSlots * blockIdx.x;
     r[1] = t_sched;
@@ -307,11 +321,17 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
     // ------------------------------------------------------------------ producer warpgroup
     ptx::setmaxnreg_dec<T::kProducerRegs>();
     if (threadIdx.x == T::kMathThreads) {
+      // PDL (GemmParams::pdl_early): find the first tile while the previous kernel finishes;
+      // otherwise wait before touching anything global.
+      const bool early = p.pdl_early != 0;
+      if (!early) ptx::griddep_wait();
       Scheduler sched(p);
       Tile t;
+      bool more = sched.next(t);
+      if (early) ptx::griddep_wait();
       u32 stage = 0, phase = 0;
       const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
-      while (sched.next(t)) {
+      for (; more; more = sched.next(t)) {
         // A rows to load: the valid rows rounded up to whole boxes (a ghost tile loads none).
         const u32 a_need = (t.valid_rows + a_box - 1) / a_box * a_box;
         const u32 a_rows = a_need < u32(T::kBlockM) ? a_need : u32(T::kBlockM);
@@ -323,10 +343,9 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           for (u32 r = 0; r < a_rows; r += a_box)
             ptx::tma_load_2d(s_a + stage * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
                              int(t.m0 + r));
-          // B coordinates: (k, row) of row-major B, or (0, chunk row) of the K-block tiled layout.
-          const u32 chunk = p.b_chunk_rows;
-          const int b_x = chunk ? 0 : int(kb * kGemmBlockK);
-          const u32 b_y = chunk ? ((t.b_row0 / chunk) * num_kb + kb) * chunk + t.b_row0 % chunk : t.b_row0;
+          int b_x;
+          u32 b_y;
+          b_tile_coords(p, t, kb, b_x, b_y);
           if constexpr (kCluster > 1) {
             // This CTA's slice of the shared B tile, into the same stage of every CTA.
             const u32 rank = ptx::cluster_ctarank();

@@ -85,6 +85,12 @@ struct GemmParams {
   /// tile's valid rows are loaded, so the padding rows of short groups cost no DRAM / L2 traffic
   /// (their smem rows keep stale bytes; padding rows' results are never stored or used).
   unsigned a_box_rows;
+  /// PDL (programmatic dependent launch), 0 or 1: when 1 the schedulers read the group layout
+  /// (and find their first tile) *before* waiting for the previous kernel. Only for a group layout
+  /// written at least two launches back by a kernel chain in which every kernel triggers its
+  /// dependents only after its own wait (the MoE layer's chain: moe_sort → permute → GEMM1 → GEMM2).
+  /// Prefetching the first tile's weights into L2 there as well was measured and gave nothing.
+  unsigned pdl_early;
   /// Diagnostics (null in production): per CTA, kGemmTraceSlots timestamps (ns) written by the
   /// first math thread — entry, first tile scheduled, first stage ready, last tile's K loop done,
   /// last tile's epilogue issued, exit.

@@ -1,0 +1,14 @@
+// Internal form of permute_quantize_by_token (include/moekit/moe_sort.h) used by the MoE forward.
+#pragma once
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+namespace moekit::detail {
+
+/// permute_quantize_by_token, and (zero_acc non-null, 16-byte aligned) zero_acc[t, 0:H] = 0 for
+/// every token t in the same launch — the fused GEMM2's FP32 accumulator, without a memset.
+void permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
+                                       const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm,
+                                       float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream);
+
+}  // namespace moekit::detail
