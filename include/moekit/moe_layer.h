@@ -124,6 +124,9 @@ class MoeLayer {
   /// prepared"), kMisaligned. y[t] gets the sum over t's slots accumulated in FP32 and rounded
   /// once to bf16 (in slot order with MoeConfig::deterministic); tokens whose slots are all
   /// dropped (-1, invalid, or outside the EP slice) get y = 0. NaN/Inf in x row t affect y row t only.
+  /// The layer's kernels use programmatic dependent launch: each may be scheduled while the one
+  /// before it (the first: whatever precedes the call on `stream`) finishes, and waits for it
+  /// before touching memory, so stream order is kept; only launch latency overlaps.
   void forward(const MoeForwardArgs& args, cudaStream_t stream) const;
 
   /// Compiles (NVRTC, cached in memory and on disk) and loads every kernel a forward with
