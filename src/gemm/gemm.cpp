@@ -178,6 +178,7 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   params.a_box_rows = a_box == unsigned(c.block_m) ? 0u : a_box;
   // The pre-wait reads only make sense (and are only safe) in the MoE layer's PDL chain.
   params.pdl_early = pdl_active() && family.pdl_early ? 1u : 0u;
+  params.pdl = pdl_active() ? 1u : 0u;
   params.d = op.d;
   params.ldd = static_cast<unsigned>(op.ldd);
 

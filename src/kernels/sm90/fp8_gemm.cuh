@@ -222,12 +222,24 @@ struct Fp8GemmMath {
   }
 };
 
-/// TMA coordinates of K block kb of tile t's B (row-major B, or the K-block tiled layout).
-__device__ __forceinline__ void b_tile_coords(const GemmParams& p, const Tile& t, u32 kb, int& x, u32& y) {
-  const u32 chunk = p.b_chunk_rows;
-  x = chunk ? 0 : int(kb * kGemmBlockK);
-  y = chunk ? ((t.b_row0 / chunk) * p.num_kb + kb) * chunk + t.b_row0 % chunk : t.b_row0;
-}
+/// TMA coordinates of tile t's B, K block kb = (x0 + kb * dx, y0 + kb * dy): row-major B walks
+/// along K, the K-block tiled layout (GemmParams::b_chunk_rows) from chunk to chunk. Computed once
+/// per tile, so the producer's K loop stays free of divisions.
+struct BTileWalk {
+  u32 y0, dx, dy;
+  __device__ __forceinline__ BTileWalk(const GemmParams& p, const Tile& t) {
+    const u32 chunk = p.b_chunk_rows;
+    if (chunk) {
+      y0 = (t.b_row0 / chunk) * p.num_kb * chunk + t.b_row0 % chunk;
+      dx = 0;
+      dy = chunk;
+    } else {
+      y0 = t.b_row0;
+      dx = kGemmBlockK;
+      dy = 0;
+    }
+  }
+};
 
 template <class T, class Scheduler, class Epilogue>
 __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 s_a, u32 s_b, u32 s_full,
@@ -235,12 +247,12 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   // PDL: nothing global is touched before the previous kernel is done, except (pdl_early) the
   // scheduler's reads of the group layout, which comes from further back in the chain.
   const bool early = p.pdl_early != 0;
-  if (!early) ptx::griddep_wait();
+  if (p.pdl && !early) ptx::griddep_wait();
   Scheduler sched(p);
   Tile t;
   bool more = sched.next(t);
-  if (early) ptx::griddep_wait();
-  if (threadIdx.x == 0) ptx::griddep_launch_dependents();  // only after this CTA's wait
+  if (p.pdl && early) ptx::griddep_wait();
+  if (p.pdl && threadIdx.x == 0) ptx::griddep_launch_dependents();  // only after this CTA's wait
   Fp8GemmMath<T> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
   const u32 wg = threadIdx.x / 128;
   m.th.warpgroup = wg;
@@ -251,29 +263,25 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   m.r0 = m.th.warp * 16 + m.th.lane / 4;
 
   float out[Fp8GemmMath<T>::kAcc];
-  const bool tracer = p.trace != nullptr && threadIdx.x == 0;
-  unsigned long long t_sched = 0, t_first = 0, t_mma_done = 0, t_stored = 0;
-  for (; more; more = sched.next(t)) {
-    if (tracer && t_sched == 0) t_sched = ptx::globaltimer();
+  // Diagnostics (GemmParams::trace): timestamps go straight to global memory, so nothing extra
+  // stays live in registers across the K loop.
+  auto stamp = [&](u32 slot) {
+    if (p.trace != nullptr && threadIdx.x == 0) p.trace[kGemmTraceSlots * blockIdx.x + slot] = ptx::globaltimer();
+  };
+  for (bool first = true; more; more = sched.next(t), first = false) {
+    if (first) stamp(1);
     m.begin_tile(t);
-    if (tracer && t_first == 0) {
+    if (first && p.trace != nullptr && threadIdx.x == 0) {
       ptx::mbar_wait(s_full + 8 * m.stage, m.phase);
-      t_first = ptx::globaltimer();
+      stamp(2);
     }
     m.k_loop(out);
-    if (tracer) t_mma_done = ptx::globaltimer();
+    stamp(3);
     Epilogue::store(out, t, p, s_d, tma_d, m.th);
-    if (tracer) t_stored = ptx::globaltimer();
+    stamp(4);
   }
   Epilogue::finish(m.th, p);
-  if (tracer) {
-    unsigned long long* r = p.trace + kGemmTraceSlots * blockIdx.x;
-    r[1] = t_sched;
-    r[2] = t_first;
-    r[3] = t_mma_done;
-    r[4] = t_stored;
-    r[5] = ptx::globaltimer();
-  }
+  stamp(5);
 }
 
 /// The whole kernel: shared-memory carve-up, barrier setup, producer and math roles. The epilogue's
@@ -324,11 +332,11 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       // PDL (GemmParams::pdl_early): find the first tile while the previous kernel finishes;
       // otherwise wait before touching anything global.
       const bool early = p.pdl_early != 0;
-      if (!early) ptx::griddep_wait();
+      if (p.pdl && !early) ptx::griddep_wait();
       Scheduler sched(p);
       Tile t;
       bool more = sched.next(t);
-      if (early) ptx::griddep_wait();
+      if (p.pdl && early) ptx::griddep_wait();
       u32 stage = 0, phase = 0;
       const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
       for (; more; more = sched.next(t)) {
@@ -336,6 +344,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         const u32 a_need = (t.valid_rows + a_box - 1) / a_box * a_box;
         const u32 a_rows = a_need < u32(T::kBlockM) ? a_need : u32(T::kBlockM);
         const u32 tx = T::kStageTxBytes - (u32(T::kBlockM) - a_rows) * kGemmBlockK;
+        const BTileWalk bw(p, t);
         for (u32 kb = 0; kb < num_kb; ++kb) {
           ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
           const u32 full = s_full + 8 * stage;
@@ -343,9 +352,8 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           for (u32 r = 0; r < a_rows; r += a_box)
             ptx::tma_load_2d(s_a + stage * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
                              int(t.m0 + r));
-          int b_x;
-          u32 b_y;
-          b_tile_coords(p, t, kb, b_x, b_y);
+          const int b_x = int(kb * bw.dx);
+          const u32 b_y = bw.y0 + kb * bw.dy;
           if constexpr (kCluster > 1) {
             // This CTA's slice of the shared B tile, into the same stage of every CTA.
             const u32 rank = ptx::cluster_ctarank();

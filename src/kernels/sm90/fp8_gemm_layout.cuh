@@ -91,6 +91,9 @@ struct GemmParams {
   /// dependents only after its own wait (the MoE layer's chain: moe_sort → permute → GEMM1 → GEMM2).
   /// Prefetching the first tile's weights into L2 there as well was measured and gave nothing.
   unsigned pdl_early;
+  /// 1 when launched with programmatic dependent launch (the griddepcontrol instructions are only
+  /// executed then).
+  unsigned pdl;
   /// Diagnostics (null in production): per CTA, kGemmTraceSlots timestamps (ns) written by the
   /// first math thread — entry, first tile scheduled, first stage ready, last tile's K loop done,
   /// last tile's epilogue issued, exit.
