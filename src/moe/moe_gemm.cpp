@@ -1,16 +1,14 @@
 #include "moe/moe_gemm.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
 #include "common/check.h"
 #include "gemm/gemm_launch.h"
 #include "gemm/heuristic.h"
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "moekit/numerics.h"
-
-#include <algorithm>
-#include <cmath>
-#include <cstdlib>
-
-#include "gemm/heuristic.h"
 
 namespace moekit::detail {
 

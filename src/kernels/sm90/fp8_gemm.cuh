@@ -222,6 +222,13 @@ struct Fp8GemmMath {
   }
 };
 
+/// PDL: waits for the previous kernel (GemmParams::pdl) at the one point of the prologue that
+/// applies — before the scheduler reads anything (`after_schedule` false), or, with pdl_early,
+/// after it has found the first tile (`after_schedule` true).
+__device__ __forceinline__ void pdl_wait_at(const GemmParams& p, bool after_schedule) {
+  if (p.pdl && (p.pdl_early != 0) == after_schedule) ptx::griddep_wait();
+}
+
 /// TMA coordinates of tile t's B, K block kb = (x0 + kb * dx, y0 + kb * dy): row-major B walks
 /// along K, the K-block tiled layout (GemmParams::b_chunk_rows) from chunk to chunk. Computed once
 /// per tile, so the producer's K loop stays free of divisions.
@@ -246,12 +253,11 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
                                               u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d) {
   // PDL: nothing global is touched before the previous kernel is done, except (pdl_early) the
   // scheduler's reads of the group layout, which comes from further back in the chain.
-  const bool early = p.pdl_early != 0;
-  if (p.pdl && !early) ptx::griddep_wait();
+  pdl_wait_at(p, false);
   Scheduler sched(p);
   Tile t;
   bool more = sched.next(t);
-  if (p.pdl && early) ptx::griddep_wait();
+  pdl_wait_at(p, true);
   if (p.pdl && threadIdx.x == 0) ptx::griddep_launch_dependents();  // only after this CTA's wait
   Fp8GemmMath<T> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
   const u32 wg = threadIdx.x / 128;
@@ -329,14 +335,11 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
     // ------------------------------------------------------------------ producer warpgroup
     ptx::setmaxnreg_dec<T::kProducerRegs>();
     if (threadIdx.x == T::kMathThreads) {
-      // PDL (GemmParams::pdl_early): find the first tile while the previous kernel finishes;
-      // otherwise wait before touching anything global.
-      const bool early = p.pdl_early != 0;
-      if (p.pdl && !early) ptx::griddep_wait();
+      pdl_wait_at(p, false);  // as the math threads (fp8_gemm_math)
       Scheduler sched(p);
       Tile t;
       bool more = sched.next(t);
-      if (p.pdl && early) ptx::griddep_wait();
+      pdl_wait_at(p, true);
       u32 stage = 0, phase = 0;
       const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
       for (; more; more = sched.next(t)) {
