@@ -6,6 +6,7 @@
 
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "moekit/gemm.h"
+#include "moekit/grouped_gemm.h"
 
 namespace moekit::detail {
 
@@ -70,6 +71,11 @@ struct Fp8GemmOperands {
 /// persistent CTAs (clusters of c.multicast).
 void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
                      cudaStream_t stream, const Fp8GemmFamily& family = {});
+
+/// grouped_gemm_fp8_contiguous with dynamic tile scheduling when `tile_counter` (a device counter
+/// that is 0 at launch; the caller zeroes it) is not null (GemmParams::tile_counter).
+void grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,
+                                         const int32_t* counts, unsigned* tile_counter, cudaStream_t stream);
 
 /// Dynamic shared memory of configuration `c` in `family`.
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family);

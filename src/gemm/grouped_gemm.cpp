@@ -38,8 +38,13 @@ int64_t tiles_upper_bound(int64_t rows_per_group_tiles, int64_t n, const GemmCon
 }
 
 void launch_grouped(const char* body, const GroupedGemmFp8Args& a, int64_t rows, const GemmConfig& c,
-                    const int32_t* offsets, const int32_t* counts, int64_t max_m, cudaStream_t stream) {
+                    const int32_t* offsets, const int32_t* counts, int64_t max_m, cudaStream_t stream,
+                    unsigned* tile_counter = nullptr) {
   sm90::GemmParams p{};
+  if (tile_counter != nullptr) {  // contiguous only: dynamic units in one M-major pass
+    p.tile_counter = tile_counter;
+    p.sched_one_pass = rows / a.num_groups > 64 ? 1u : 0u;
+  }
   p.group_offsets = offsets;
   p.group_counts = counts;
   p.num_groups = static_cast<unsigned>(a.num_groups);
@@ -91,6 +96,11 @@ int64_t contiguous_rows_upper_bound(int64_t total_rows, int64_t num_groups) {
 
 void grouped_gemm_fp8_contiguous(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,
                                  const int32_t* counts, cudaStream_t stream) {
+  detail::grouped_gemm_fp8_contiguous_counted(a, rows, offsets, counts, nullptr, stream);
+}
+
+void detail::grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,
+                                                 const int32_t* counts, unsigned* tile_counter, cudaStream_t stream) {
   constexpr const char* fn = "moekit::grouped_gemm_fp8_contiguous";
   MOEKIT_REQUIRE(rows >= 0 && rows % kGroupAlign == 0, ErrorCode::kInvalidArgument, fn, ": rows = ", rows,
                  " must be a non-negative multiple of ", kGroupAlign);
@@ -99,7 +109,7 @@ void grouped_gemm_fp8_contiguous(const GroupedGemmFp8Args& a, int64_t rows, cons
   MOEKIT_REQUIRE(offsets && counts, ErrorCode::kInvalidArgument, fn, ": offsets and counts are required");
   detail::require_sm90(fn);
   const GemmConfig c = detail::contiguous_config(rows, a.num_groups, a.n, a.k);
-  detail::launch_grouped("fp8_gemm_contiguous", a, rows, c, offsets, counts, 0, stream);
+  detail::launch_grouped("fp8_gemm_contiguous", a, rows, c, offsets, counts, 0, stream, tile_counter);
 }
 
 void grouped_gemm_fp8_masked(const GroupedGemmFp8Args& a, int64_t max_m, const int32_t* counts, cudaStream_t stream) {

@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "gemm/gemm_launch.h"
 #include "moe/workspace_carver.h"
 #include "moe/moe_gemm.h"
 #include "moe/moe_permute.h"
@@ -37,6 +38,8 @@ bool fused_layout(int64_t inter) { return inter % 64 == 0; }
 // Largest FP32 accumulator y_acc [T, H] for which GEMM2 scatter-adds (a third of the H100's L2).
 constexpr int64_t kScatterAccBytesMax = int64_t(16) << 20;
 
+constexpr int kCounters = 2;
+
 
 struct Plan : MoeSortRegions {  // sort, ws, ws_bytes, rows
   uint8_t* a_perm;
@@ -45,6 +48,7 @@ struct Plan : MoeSortRegions {  // sort, ws, ws_bytes, rows
   float* sh;
   float* y_acc;     // fused GEMM2
   uint16_t* d2;     // deterministic GEMM2
+  unsigned* counters;  // [kCounters] zeroed by the permute: GEMM1's and GEMM2's dynamic tile counters
   size_t bytes;
 };
 
@@ -60,6 +64,7 @@ Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_cou
   const int64_t out_bytes = std::max<int64_t>(t * h * 4, p.rows * h * 2);
   p.y_acc = reinterpret_cast<float*>(c.take<char>(out_bytes));
   p.d2 = reinterpret_cast<uint16_t*>(p.y_acc);
+  p.counters = c.take<unsigned>(kCounters);
   p.bytes = c.used;
   return p;
 }
@@ -135,9 +140,10 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered
   // combine move fewer bytes.
   const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
-  // The permute also zeroes y_acc (no memset launch).
+  // The permute also zeroes y_acc (no memset launch) and the GEMMs' tile counters.
   permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows, p.a_perm,
-                                    p.sa_perm, false, rows_then_combine ? nullptr : p.y_acc, stream);
+                                    p.sa_perm, false, rows_then_combine ? nullptr : p.y_acc, stream, p.counters,
+                                    kCounters);
   moe_stage_mark("permute_quant", stream);
   const MoeLoadEstimate load = moe_expected_load(a.num_tokens, a.top_k, a.num_experts, a.local_count);
 
@@ -156,6 +162,7 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   g1.hq = p.hq;
   g1.sh = p.sh;
   g1.expected = load;
+  g1.tile_counter = p.counters;
   moe_gemm1_swiglu(g1, stream);
   moe_stage_mark("gemm1_swiglu", stream);
 
@@ -172,7 +179,8 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
     g2.sb = a.sw2;
     g2.d = p.d2;
     g2.ldd = a.hidden;
-    grouped_gemm_fp8_contiguous(g2, p.rows, sort.expert_offsets, sort.expert_counts, stream);
+    grouped_gemm_fp8_contiguous_counted(g2, p.rows, sort.expert_offsets, sort.expert_counts,
+                                        moe_dynamic_scheduling() ? p.counters + 1 : nullptr, stream);
     moe_stage_mark("gemm2_rows", stream);
     moe_combine(p.d2, a.hidden, sort.expanded_to_permuted, a.topk_weights, a.num_tokens, a.top_k, a.hidden, a.y,
                 a.hidden, stream);
@@ -195,6 +203,7 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   g2.top_k = a.top_k;
   g2.y_acc = p.y_acc;
   g2.expected = load;
+  g2.tile_counter = p.counters + 1;
   moe_gemm2_scatter(g2, stream);
   moe_stage_mark("gemm2_scatter", stream);
   moe_finalize_bf16(p.y_acc, a.num_tokens, a.hidden, a.y, stream);

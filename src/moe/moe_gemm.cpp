@@ -31,6 +31,14 @@ int decode_a_box_rows(const MoeLoadEstimate& e) { return e.rows_per_active <= 32
 
 }  // namespace
 
+bool moe_dynamic_scheduling() {
+  static const bool on = [] {
+    const char* v = std::getenv("MOEKIT_MOE_DYNAMIC");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+
 MoeLoadEstimate moe_expected_load(int64_t num_tokens, int top_k, int num_experts_total, int local_count) {
   MoeLoadEstimate e;
   const double slots = double(num_tokens) * double(top_k);
@@ -49,8 +57,9 @@ int64_t moe_prepared_w1_rows(int64_t inter) { return 2 * align_up(inter, kQuantB
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   const int64_t n = moe_prepared_w1_rows(a.inter);
-  GemmConfig c =
-      select_moe_gemm1_config(a.rows, n, a.expected.rows_per_active, sm90::kSwigluEpilogueSmem, device_limits());
+  const bool dynamic = a.tile_counter != nullptr && moe_dynamic_scheduling();
+  GemmConfig c = select_moe_gemm1_config(a.rows, n, a.expected.rows_per_active, sm90::kSwigluEpilogueSmem,
+                                         device_limits());
   c = env_override("MOEKIT_MOE_GEMM1_CONFIG", c);
   c.block_m = 64;
   c.block_n = 256;
@@ -75,6 +84,12 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   p.limit = a.limit;
   p.sa_out = a.sh;
   p.sa_out_ld = static_cast<unsigned>(sfa_ld(a.rows));
+  // Dynamic scheduling needs clusters of one (a cluster's CTAs must take the same unit); prefill
+  // sizes then walk all 64-row units of an expert together (one pass) so they share its B tiles.
+  if (dynamic && c.multicast == 1) {
+    p.tile_counter = a.tile_counter;
+    p.sched_one_pass = a.expected.rows_per_active > 64 ? 1u : 0u;
+  }
   const Fp8GemmOperands op{a.a,  a.hidden, a.sa, a.w1p,  a.hidden, a.sw1p, a.hq, a.inter,
                            a.rows, a.num_experts * n, n, a.hidden};
   launch_fp8_gemm(c, "moe_gemm1_swiglu_contiguous", op, p, stream, family);
@@ -103,6 +118,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   p.row_weight = a.topk_weights;
   p.out_acc = a.y_acc;
   p.top_k = static_cast<unsigned>(a.top_k);
+  if (a.tile_counter != nullptr && moe_dynamic_scheduling()) p.tile_counter = a.tile_counter;
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};
   launch_fp8_gemm(c, "moe_gemm2_scatter_contiguous", op, p, stream, family);

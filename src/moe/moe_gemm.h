@@ -36,6 +36,9 @@ struct MoeGemm1Args {
   void* hq = nullptr;                ///< FP8 [rows, I] (row stride I) out
   float* sh = nullptr;               ///< h scales out, physical layout over `rows`
   MoeLoadEstimate expected;  ///< host-side estimate for the configuration
+  /// Optional device counter, 0 at launch (the caller zeroes it): dynamic tile scheduling
+  /// (GemmParams::tile_counter). Null: static scheduling.
+  unsigned* tile_counter = nullptr;
 };
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream);
 
@@ -56,8 +59,13 @@ struct MoeGemm2Args {
   int top_k = 0;
   float* y_acc = nullptr;  ///< FP32 [T, H]
   MoeLoadEstimate expected;
+  unsigned* tile_counter = nullptr;  ///< as MoeGemm1Args::tile_counter
 };
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream);
+
+/// Whether the MoE GEMMs take tiles dynamically when given a counter: on unless the diagnostic
+/// environment knob MOEKIT_MOE_DYNAMIC=0 (A/B measurements) turns it off.
+bool moe_dynamic_scheduling();
 
 /// Writes the prepared W1 and its scales (layout in moe_weights.cu). Requires I % 64 == 0.
 void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,

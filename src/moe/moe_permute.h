@@ -6,9 +6,12 @@
 namespace moekit::detail {
 
 /// permute_quantize_by_token, and (zero_acc non-null, 16-byte aligned) zero_acc[t, 0:H] = 0 for
-/// every token t in the same launch — the fused GEMM2's FP32 accumulator, without a memset.
+/// every token t in the same launch — the fused GEMM2's FP32 accumulator, without a memset — and
+/// zero_u32[0 : num_zero_u32] = 0 (the GEMMs' tile counters; one CTA writes them, so keep them
+/// few).
 void permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
                                        const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm,
-                                       float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream);
+                                       float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream,
+                                       unsigned* zero_u32 = nullptr, int num_zero_u32 = 0);
 
 }  // namespace moekit::detail

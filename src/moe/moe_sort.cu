@@ -493,6 +493,8 @@ struct ScatterParams {
   int chunks_per_row;
   int top_k;
   float* zero_acc;                   // optional [T, hidden] FP32 zeroed alongside (MoE GEMM2's y_acc)
+  unsigned* zero_u32;                // optional counters zeroed alongside (the MoE GEMMs' tile counters)
+  int num_zero_u32;
 };
 
 // One unit (token row, chunk of 2U 128-column groups) quantized in registers, exactly as
@@ -581,6 +583,8 @@ __global__ void __launch_bounds__(kThreads) quantize_scatter_kernel(const Scatte
   }
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();
+  if (blockIdx.x == 0)
+    for (int i = int(threadIdx.x); i < p.num_zero_u32; i += kThreads) p.zero_u32[i] = 0u;
   for (bool first = true; unit < p.units; unit += warps, first = false) {
     if (!first) {
       row = unit / p.chunks_per_row;
@@ -884,8 +888,11 @@ void permute_quantize_by_token(const void* x, int64_t num_tokens, int64_t hidden
 
 void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
                                                const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm,
-                                               float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream) {
+                                               float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream,
+                                               unsigned* zero_u32, int num_zero_u32) {
   constexpr const char* fn = "moekit::permute_quantize_by_token";
+  MOEKIT_REQUIRE(num_zero_u32 >= 0 && (num_zero_u32 == 0 || zero_u32), ErrorCode::kInvalidArgument, fn,
+                 ": num_zero_u32 = ", num_zero_u32, " must be >= 0, with a buffer when > 0");
   MOEKIT_REQUIRE(num_tokens >= 0 && num_tokens <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": num_tokens = ",
                  num_tokens, " must be in [0, 2^31)");
   MOEKIT_REQUIRE(hidden >= 16 && hidden % 16 == 0, ErrorCode::kInvalidArgument, fn, ": hidden = ", hidden,
@@ -909,7 +916,7 @@ void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens
   MOEKIT_REQUIRE(aligned_to(expanded_to_permuted, 4), ErrorCode::kMisaligned, fn, ": expanded_to_permuted (",
                  static_cast<const void*>(expanded_to_permuted), ") must be 4-byte aligned");
   MOEKIT_REQUIRE(aligned_to(zero_acc, 16), ErrorCode::kMisaligned, fn, ": zero_acc must be 16-byte aligned");
-  if (num_tokens == 0 || (rows_bound == 0 && !zero_acc)) return;  // nothing to write
+  if (num_tokens == 0 || (rows_bound == 0 && !zero_acc && num_zero_u32 == 0)) return;  // nothing to write
 
   const int groups = static_cast<int>(ceil_div(hidden, kQuantBlock));
   ScatterParams q{};
@@ -923,6 +930,8 @@ void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens
   q.groups = groups;
   q.top_k = top_k;
   q.zero_acc = zero_acc;
+  q.zero_u32 = zero_u32;
+  q.num_zero_u32 = num_zero_u32;
   auto launch = [&](auto unroll) {
     constexpr int U = decltype(unroll)::value;
     q.chunks_per_row = static_cast<int>(ceil_div(groups, 2 * U));

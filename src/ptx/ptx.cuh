@@ -241,7 +241,14 @@ __device__ __forceinline__ void stmatrix_x2(u32 addr, u32 r0, u32 r1) {
 
 /// 16-byte shared-memory load.
 __device__ __forceinline__ void ld_shared_v4(u32 addr, u32 (&v)[4]) {
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(addr));
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void st_shared_v4(u32 addr, const u32 (&v)[4]) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+               : "memory");
 }
 
 /// 16-byte global store.

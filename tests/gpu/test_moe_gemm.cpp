@@ -4,6 +4,7 @@
 // leak into the result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -40,8 +41,9 @@ struct Gemm1Result {
   double deq_rel_l2 = 0.0;  // dequantized h (code * scale) against the reference's
 };
 
+// `dynamic`: the layer's dynamic tile scheduling (a zeroed device counter), else static.
 Gemm1Result run_gemm1(int64_t h, int64_t inter, const std::vector<int32_t>& counts, float limit, uint64_t seed,
-                      int64_t expected_rows) {
+                      int64_t expected_rows, bool dynamic) {
   const int e = int(counts.size());
   const Grouping gr = make_grouping(counts);
   const int64_t rows = gr.rows, kbh = moekit::ceil_div(h, 128), kbi = moekit::ceil_div(inter, 128);
@@ -65,6 +67,11 @@ Gemm1Result run_gemm1(int64_t h, int64_t inter, const std::vector<int32_t>& coun
   g.a = a.get(); g.sa = sa.as<float>(); g.rows = rows; g.hidden = h; g.inter = inter; g.num_experts = e;
   g.offsets = offs.as<int32_t>(); g.counts = cnts.as<int32_t>(); g.w1p = w1p.get(); g.sw1p = sw1p.as<float>();
   g.limit = limit; g.hq = hq.get(); g.sh = sh.as<float>(); g.expected.active = e; g.expected.rows_per_active = expected_rows;
+  DeviceBuffer counter(4);
+  if (dynamic) {
+    EXPECT_EQ(cudaMemsetAsync(counter.get(), 0, 4, s), cudaSuccess);
+    g.tile_counter = counter.as<unsigned>();
+  }
   moekit::detail::moe_gemm1_swiglu(g, s);
   moekit::test::finish(s, "moe_gemm1_swiglu");
 
@@ -128,22 +135,26 @@ TEST(MoeGemm1Swiglu, MatchesReference) {
     int64_t h, inter;
     std::vector<int32_t> counts;
     float limit;
-    int64_t expected_rows;  // ≥ 128: the 2-CTA multicast configuration
+    int64_t expected_rows;  // ≥ 128: the 2-CTA multicast configuration; dynamic in (64, 128): one pass
   };
   const Case cases[] = {{256, 256, {5, 0, 70, 1}, 0.0f, 16},
                         {512, 192, {130, 3}, 0.0f, 16},          // I % 128 = 64: a half-filled h tile
                         {2880, 2880, {2, 65}, 7.0f, 16},         // gpt-oss shape: K tail, clamp
                         {384, 128, {0, 0, 1}, 0.5f, 16},         // clamp active on most values
                         {768, 320, {200, 0, 130, 64, 1}, 0.0f, 256},  // multicast pairs, ghost tiles
+                        {640, 256, {150, 7, 0, 129, 64}, 0.0f, 100},  // dynamic: one pass over 64-row units
+                        {1664, 384, {1, 70}, 0.0f, 1},           // single rows and a 1-row tail tile
                         {2880, 2880, {300, 129}, 7.0f, 256}};
   uint64_t seed = 100;
+  for (const bool dynamic : {false, true})
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "H=" << c.h << " I=" << c.inter << " limit=" << c.limit
-                                      << " expected_rows=" << c.expected_rows);
-    const Gemm1Result r = run_gemm1(c.h, c.inter, c.counts, c.limit, seed += 10, c.expected_rows);
-    std::printf("  GEMM1 H=%lld I=%lld rows/expert %lld: %lld codes, %.3f%% one step off, %.3f%% more, "
+                                      << " expected_rows=" << c.expected_rows << " dynamic=" << dynamic);
+    const Gemm1Result r = run_gemm1(c.h, c.inter, c.counts, c.limit, seed += 10, c.expected_rows, dynamic);
+    std::printf("  GEMM1 %s H=%lld I=%lld rows/expert %lld: %lld codes, %.3f%% one step off, %.3f%% more, "
                 "max scale rel %.2e, dequantized rel L2 %.2e\n",
-                (long long)c.h, (long long)c.inter, (long long)c.expected_rows, (long long)r.codes,
+                dynamic ? "dynamic" : "static", (long long)c.h, (long long)c.inter, (long long)c.expected_rows,
+                (long long)r.codes,
                 100.0 * double(r.off_by_one) / double(std::max<int64_t>(r.codes, 1)),
                 100.0 * double(r.worse) / double(std::max<int64_t>(r.codes, 1)), r.max_scale_rel, r.deq_rel_l2);
     EXPECT_GT(r.codes, 0);
@@ -188,16 +199,14 @@ TEST(MoeGemm2Scatter, MatchesReference) {
   cnts.upload(counts);
   map.upload(row_map);
   dw.upload(wts);
-  ASSERT_EQ(cudaMemsetAsync(y.get(), 0, y.bytes(), s), cudaSuccess);
   moekit::detail::MoeGemm2Args g;
   g.hq = hq.get(); g.sh = sh.as<float>(); g.rows = rows; g.hidden = h; g.inter = inter; g.num_experts = e;
   g.offsets = offs.as<int32_t>(); g.counts = cnts.as<int32_t>(); g.w2 = w2.get(); g.sw2 = sw2.as<float>();
   g.row_map = map.as<int32_t>(); g.topk_weights = dw.as<float>(); g.top_k = k; g.y_acc = y.as<float>();
   g.expected.active = e;
   g.expected.rows_per_active = 30;
-  moekit::detail::moe_gemm2_scatter(g, s);
-  moekit::test::finish(s, "moe_gemm2_scatter");
 
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);  // the random inputs are written
   const auto hh = hq.download<uint8_t>(size_t(rows * inter));
   const auto hs_phys = sh.download<float>(size_t(moekit::sfa_physical_size(rows, inter)));
   std::vector<float> hs(size_t(rows * kbi));
@@ -214,15 +223,24 @@ TEST(MoeGemm2Scatter, MatchesReference) {
                              inter, hsw2.data() + size_t(ex) * size_t(kbh * kbi), 1, h, inter, out.data());
       for (int64_t c = 0; c < h; ++c) ref[size_t((slot / k) * h + c)] += double(wts[size_t(slot)]) * out[size_t(c)];
     }
-  const auto got = y.download<float>(size_t(tokens * h));
-  const double err = moekit::relative_l2_error(got.data(), ref.data(), got.size());
-  std::printf("  GEMM2 scatter rel L2 %.3e\n", err);
-  EXPECT_LE(err, 1e-3);  // FP32 accumulation; measured 2.1e-4 (tensor-core K-block precision)
-  // Tokens none of whose slots has a row stay exactly 0.
-  for (int64_t t = 0; t < tokens; ++t) {
-    bool any = false;
-    for (int64_t r = 0; r < rows; ++r) any |= row_map[size_t(r)] >= 0 && row_map[size_t(r)] / k == t;
-    if (!any)
-      for (int64_t c = 0; c < h; ++c) ASSERT_EQ(got[size_t(t * h + c)], 0.0f) << "token " << t;
+  DeviceBuffer counter(4);
+  for (const bool dynamic : {false, true}) {
+    SCOPED_TRACE(dynamic ? "dynamic scheduling" : "static scheduling");
+    ASSERT_EQ(cudaMemsetAsync(y.get(), 0, y.bytes(), s), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(counter.get(), 0, 4, s), cudaSuccess);
+    g.tile_counter = dynamic ? counter.as<unsigned>() : nullptr;
+    moekit::detail::moe_gemm2_scatter(g, s);
+    moekit::test::finish(s, "moe_gemm2_scatter");
+    const auto got = y.download<float>(size_t(tokens * h));
+    const double err = moekit::relative_l2_error(got.data(), ref.data(), got.size());
+    std::printf("  GEMM2 scatter (%s) rel L2 %.3e\n", dynamic ? "dynamic" : "static", err);
+    EXPECT_LE(err, 1e-3);  // FP32 accumulation; measured 2.1e-4 (tensor-core K-block precision)
+    // Tokens none of whose slots has a row stay exactly 0.
+    for (int64_t t = 0; t < tokens; ++t) {
+      bool any = false;
+      for (int64_t r = 0; r < rows; ++r) any |= row_map[size_t(r)] >= 0 && row_map[size_t(r)] / k == t;
+      if (!any)
+        for (int64_t c = 0; c < h; ++c) ASSERT_EQ(got[size_t(t * h + c)], 0.0f) << "token " << t;
+    }
   }
 }

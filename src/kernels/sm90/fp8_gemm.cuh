@@ -2,9 +2,9 @@
 // 1x128 block (per row and K block) and B per 128x128 block.
 //
 // Structure (one CTA per SM, persistent):
-//   * producer warpgroup — one thread walks the scheduler's tiles and, for every K block, waits
-//     for a free stage, then issues TMA loads of the A tile, the B tile and the A scales onto that
-//     stage's `full` mbarrier. It gives most of its registers to the math warpgroups (setmaxnreg).
+//   * producer warpgroup — one thread runs the scheduler and publishes the tiles (TilePipe);
+//     another takes them and, for every K block, waits for a free stage, then issues TMA loads
+//     of the A tile, the B tile and the A scales onto that stage's `full` mbarrier. It gives most of its registers to the math warpgroups (setmaxnreg).
 //   * math warpgroups — one per 64 rows of BLOCK_M. Per K block: wait `full`, run 4 FP8 wgmma
 //     (k = 32 each) into a temporary accumulator, wait for them, release the stage (`empty`), then
 //     promote: out += (sa_row · sb) · acc in FP32 registers. The FP8 tensor-core accumulator keeps
@@ -222,9 +222,9 @@ struct Fp8GemmMath {
   }
 };
 
-/// PDL: waits for the previous kernel (GemmParams::pdl) at the one point of the prologue that
-/// applies — before the scheduler reads anything (`after_schedule` false), or, with pdl_early,
-/// after it has found the first tile (`after_schedule` true).
+/// PDL, producer side: waits for the previous kernel (GemmParams::pdl) at the one point of the
+/// prologue that applies — before the scheduler reads anything (`after_schedule` false), or, with
+/// pdl_early, after it has found the first tile (`after_schedule` true).
 __device__ __forceinline__ void pdl_wait_at(const GemmParams& p, bool after_schedule) {
   if (p.pdl && (p.pdl_early != 0) == after_schedule) ptx::griddep_wait();
 }
@@ -248,16 +248,80 @@ struct BTileWalk {
   }
 };
 
-template <class T, class Scheduler, class Epilogue>
+/// The tile pipe: the scheduler thread runs the scheduler and publishes each tile, then an end
+/// marker, into a ring of kGemmTileSlots records in shared memory; the load thread and the math
+/// warpgroups take them in the same order. Per slot a `full` mbarrier (one arrival: the
+/// scheduler thread) and an `empty` one (one arrival per math warp and one by the load thread).
+/// Only one thread schedules, so a scheduler may take tiles dynamically (atomics) and nobody
+/// repeats its searches; it runs ahead by up to the ring's depth. A math warp keeps its slot until
+/// the tile's epilogue is done and reads the record again there (peek), so the tile's fields need
+/// not stay in registers across the K loop.
+struct TilePipe {
+  u32 records;  ///< shared address of kGemmTileSlots x kGemmTileRecordBytes
+  u32 slot = 0, phase = 0;
+
+  __device__ __forceinline__ u32 full() const { return records + kGemmTileSlots * kGemmTileRecordBytes; }
+  __device__ __forceinline__ u32 empty() const { return full() + 8 * kGemmTileSlots; }
+  __device__ __forceinline__ void advance() {
+    if (++slot == kGemmTileSlots) {
+      slot = 0;
+      phase ^= 1u;
+    }
+  }
+
+  /// Scheduler thread: publishes `t` (more = false: the end marker, t ignored).
+  __device__ __forceinline__ void push(const Tile& t, bool more) {
+    ptx::mbar_wait(empty() + 8 * slot, phase ^ 1u);
+    const u32 r = records + slot * kGemmTileRecordBytes;
+    ptx::st_shared_v4(r, {t.m0, t.n0, t.b_row0, t.sb_offset});
+    ptx::st_shared_v4(r + 16, {t.valid_rows, more ? 1u : 0u, 0u, 0u});
+    ptx::mbar_arrive(full() + 8 * slot);  // release: the record is visible to the waiting threads
+    advance();
+  }
+
+  /// The tile in the record at address r; false for the end marker.
+  __device__ __forceinline__ static bool read(u32 r, Tile& t) {
+    u32 a[4], b[4];
+    ptx::ld_shared_v4(r, a);
+    ptx::ld_shared_v4(r + 16, b);
+    t.m0 = a[0];
+    t.n0 = a[1];
+    t.b_row0 = a[2];
+    t.sb_offset = a[3];
+    t.valid_rows = b[0];
+    return b[1] != 0;
+  }
+
+  /// Math thread: the record of the slot it holds; false for the end marker.
+  __device__ __forceinline__ bool peek(Tile& t) const { return read(records + slot * kGemmTileRecordBytes, t); }
+
+  /// Math thread: waits for the next record and reads it (the slot stays held until release).
+  __device__ __forceinline__ bool pop(Tile& t) {
+    ptx::mbar_wait(full() + 8 * slot, phase);
+    return peek(t);
+  }
+
+  /// Math warp (all lanes): hands the held slot back to the scheduler thread.
+  __device__ __forceinline__ void release() {
+    __syncwarp();
+    if (ptx::lane_id() == 0) ptx::mbar_arrive(empty() + 8 * slot);
+    advance();
+  }
+
+  /// Load thread (alone): hands the held slot back.
+  __device__ __forceinline__ void release_one() {
+    ptx::mbar_arrive(empty() + 8 * slot);
+    advance();
+  }
+};
+
+template <class T, class Epilogue>
 __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 s_a, u32 s_b, u32 s_full,
-                                              u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d) {
-  // PDL: nothing global is touched before the previous kernel is done, except (pdl_early) the
-  // scheduler's reads of the group layout, which comes from further back in the chain.
-  pdl_wait_at(p, false);
-  Scheduler sched(p);
-  Tile t;
-  bool more = sched.next(t);
-  pdl_wait_at(p, true);
+                                              u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d,
+                                              TilePipe& tiles) {
+  // PDL: the math threads touch nothing global the previous kernel writes before it is done (the
+  // producer may schedule earlier, GemmParams::pdl_early).
+  if (p.pdl) ptx::griddep_wait();
   if (p.pdl && threadIdx.x == 0) ptx::griddep_launch_dependents();  // only after this CTA's wait
   Fp8GemmMath<T> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
   const u32 wg = threadIdx.x / 128;
@@ -274,17 +338,24 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   auto stamp = [&](u32 slot) {
     if (p.trace != nullptr && threadIdx.x == 0) p.trace[kGemmTraceSlots * blockIdx.x + slot] = ptx::globaltimer();
   };
-  for (bool first = true; more; more = sched.next(t), first = false) {
-    if (first) stamp(1);
-    m.begin_tile(t);
-    if (first && p.trace != nullptr && threadIdx.x == 0) {
-      ptx::mbar_wait(s_full + 8 * m.stage, m.phase);
-      stamp(2);
+  for (bool first = true;; first = false) {
+    {
+      Tile t;
+      if (!tiles.pop(t)) break;
+      if (first) stamp(1);
+      m.begin_tile(t);
+      if (first && p.trace != nullptr && threadIdx.x == 0) {
+        ptx::mbar_wait(s_full + 8 * m.stage, m.phase);
+        stamp(2);
+      }
+      m.k_loop(out);
     }
-    m.k_loop(out);
     stamp(3);
+    Tile t;
+    tiles.peek(t);  // again, rather than keeping the fields live across the K loop
     Epilogue::store(out, t, p, s_d, tma_d, m.th);
     stamp(4);
+    tiles.release();
   }
   Epilogue::finish(m.th, p);
   stamp(5);
@@ -311,13 +382,19 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   const u32 s_sfa = s_b + kStages * T::kSmemB;
   const u32 s_full = s_sfa + kStages * T::kSmemSfa;
   const u32 s_empty = s_full + kStages * 8;
+  const u32 s_tiles = s_empty + kStages * 8;
   const float* sfa_smem = reinterpret_cast<const float*>(smem + (s_sfa - base));
+  TilePipe tiles{s_tiles};
 
   if (threadIdx.x == T::kMathThreads) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(s_full + 8 * s, 1);
       ptx::mbar_init(s_empty + 8 * s, kCluster * T::kMathThreads / 32);  // every math warp of the cluster
+    }
+    for (u32 s = 0; s < kGemmTileSlots; ++s) {
+      ptx::mbar_init(tiles.full() + 8 * s, 1);
+      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads / 32 + 1);  // math warps + the load thread
     }
     ptx::fence_mbar_init();
     ptx::tma_prefetch_descriptor(&tma_a);
@@ -329,26 +406,41 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   if constexpr (kCluster > 1) ptx::cluster_sync();
   else __syncthreads();
 
-  const u32 num_kb = p.num_kb;
-
   if (threadIdx.x >= T::kMathThreads) {
     // ------------------------------------------------------------------ producer warpgroup
     ptx::setmaxnreg_dec<T::kProducerRegs>();
-    if (threadIdx.x == T::kMathThreads) {
-      pdl_wait_at(p, false);  // as the math threads (fp8_gemm_math)
+    if (threadIdx.x == T::kMathThreads + 32) {
+      // Scheduler thread (warp 1): runs the scheduler and publishes the tiles. Its own warp, so
+      // the search state never competes with the load loop for the producer's 40 registers
+      // (spilled loop state measured +10 µs on GEMM1 at T = 1: local-memory reads that miss L1
+      // wait on a saturated memory system), and it works ahead of the loads by up to the pipe's
+      // depth (a search of the group offsets is a chain of dependent L2 reads).
+      pdl_wait_at(p, false);
       Scheduler sched(p);
       Tile t;
       bool more = sched.next(t);
       pdl_wait_at(p, true);
+      tiles.push(t, more);
+      while (more) {
+        more = sched.next(t);
+        tiles.push(t, more);
+      }
+    } else if (threadIdx.x == T::kMathThreads) {
+      // Load thread (warp 0): takes the tiles from the pipe and issues their TMA loads.
+      if (p.pdl) ptx::griddep_wait();  // A and its scales come from the previous kernel
       u32 stage = 0, phase = 0;
       const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
-      for (; more; more = sched.next(t)) {
+      for (;;) {
+        Tile t;
+        const bool more = tiles.pop(t);
+        tiles.release_one();
+        if (!more) break;
         // A rows to load: the valid rows rounded up to whole boxes (a ghost tile loads none).
         const u32 a_need = (t.valid_rows + a_box - 1) / a_box * a_box;
         const u32 a_rows = a_need < u32(T::kBlockM) ? a_need : u32(T::kBlockM);
         const u32 tx = T::kStageTxBytes - (u32(T::kBlockM) - a_rows) * kGemmBlockK;
         const BTileWalk bw(p, t);
-        for (u32 kb = 0; kb < num_kb; ++kb) {
+        for (u32 kb = 0; kb < p.num_kb; ++kb) {
           ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
           const u32 full = s_full + 8 * stage;
           ptx::mbar_arrive_expect_tx(full, tx);
@@ -376,7 +468,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   } else {
     // ------------------------------------------------------------------ math warpgroups
     ptx::setmaxnreg_inc<T::kMathRegs>();
-    fp8_gemm_math<T, Scheduler, Epilogue>(p, s_d, s_a, s_b, s_full, s_empty, sfa_smem, tma_d);
+    fp8_gemm_math<T, Epilogue>(p, s_d, s_a, s_b, s_full, s_empty, sfa_smem, tma_d, tiles);
   }
   // No CTA may leave while a peer can still multicast into it or arrive on its barriers.
   if constexpr (kCluster > 1) ptx::cluster_sync();

@@ -10,6 +10,7 @@
 //   B stages            STAGES x BLOCK_N x 128 FP8 (128-byte swizzle)
 //   A-scale stages      STAGES x (BLOCK_M + 4) FP32
 //   full / empty        STAGES + STAGES mbarriers
+//   tile pipe           kGemmTileSlots tile records (32 B) + their full / empty mbarriers
 // (B scales are read from global memory by the math threads, one K block ahead.)
 #pragma once
 
@@ -55,10 +56,17 @@ constexpr unsigned gemm_stage_bytes(int bm, int bn) {
 constexpr unsigned gemm_stage_tx_bytes(int bm, int bn) {
   return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + gemm_sfa_box(bm) * 4u;
 }
+/// Tiles the scheduler thread may publish ahead of the math warpgroups (the tile pipe,
+/// fp8_gemm.cuh): with dynamic scheduling also how far ahead a CTA takes units.
+inline constexpr unsigned kGemmTileSlots = 3;
+/// Bytes of one tile record in the pipe (Tile, padded).
+inline constexpr unsigned kGemmTileRecordBytes = 32;
+/// Shared memory of the tile pipe: the records, then a full and an empty mbarrier per slot.
+constexpr unsigned gemm_tile_pipe_bytes() { return kGemmTileSlots * (kGemmTileRecordBytes + 16u); }
 /// Total dynamic shared memory with an epilogue staging buffer of `epilogue_bytes`.
 constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn, int stages) {
   return 1024u /* alignment slack */ + epilogue_bytes + unsigned(stages) * gemm_stage_bytes(bm, bn) +
-         unsigned(stages) * 16u;
+         unsigned(stages) * 16u + gemm_tile_pipe_bytes();
 }
 /// Total dynamic shared memory of a configuration with the bf16 epilogue (independent of the shape).
 constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages) {
@@ -98,6 +106,18 @@ struct GemmParams {
   /// first math thread — entry, first tile scheduled, first stage ready, last tile's K loop done,
   /// last tile's epilogue issued, exit.
   unsigned long long* trace;
+  /// Dynamic tile scheduling (contiguous scheduler, clusters of 1): null = static (CTA c takes
+  /// units c, c + G, c + 2G, ... of the rasterized order); else a device counter that is 0 when the
+  /// kernel starts (the caller zeroes it; nothing resets it): each CTA takes its first unit
+  /// statically and every further one with atomicAdd(tile_counter, 1) + G, so units are started in
+  /// order as CTAs free up and the CTAs that share a B tile (consecutive units) run it at the same
+  /// time however far the CTAs have drifted apart — the condition for L2 to serve the B tile's
+  /// re-reads (perf-notes "dynamic scheduling").
+  unsigned* tile_counter;
+  /// Contiguous scheduler: 0 = units in passes (first unit of every 128-row block first: decode);
+  /// 1 = one pass over all units, the M unit fastest inside a raster group (prefill: every B tile
+  /// is shared by all the units of its expert, which must run together).
+  unsigned sched_one_pass;
   // Grouped GEMMs (unused by the dense one):
   const int* group_offsets;  ///< contiguous: [num_groups + 1] aligned segment starts
   const int* group_counts;   ///< [num_groups] valid rows per group

@@ -1,8 +1,9 @@
 // Persistent tile schedulers for the sm90 GEMM family.
 //
 // A scheduler hands each CTA its output tiles in order: next(tile) returns false once the CTA has
-// no more. All threads of a CTA run their own copy and see the same sequence. Grouped (MoE)
-// schedulers plug in here with the same interface; the mainloop never changes.
+// no more. One thread per CTA (the producer) runs it and publishes each tile to the math
+// warpgroups through the tile pipe (fp8_gemm.cuh). Grouped (MoE) schedulers plug in here with the
+// same interface; the mainloop never changes.
 #pragma once
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "ptx/ptx.cuh"
@@ -86,25 +87,31 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 
 /// Contiguous grouped GEMM: A's rows are sorted by group, group g owning the aligned segment
 /// [offsets[g], offsets[g+1]) of which the first counts[g] rows are valid. The used rows
-/// (offsets[G], capped by the allocated rows) are read on the device; a tile's group is found by
+/// (offsets[G], capped by the allocated rows) are read on the device; a unit's group is found by
 /// binary search over the offsets (L1-resident after the first tiles).
 ///
 /// Units: a unit is kCluster vertically adjacent tiles (CTA rank r of a cluster takes the r-th,
 /// kCluster * BLOCK_M ≤ 128, so a unit never leaves its 128-aligned segment). Every 128-row block
 /// of a segment holds at least one valid row, so the first unit of each block always has work,
 /// while the later ones (BLOCK_M * kCluster = 64: rows 64..127 of the block) are empty whenever a
-/// group has ≤ 64 rows there — the common case at decode sizes. The units are therefore visited in
-/// passes: pass 0 = the first unit of every 128-row block (never empty), pass 1 = the second, ...
-/// With the CTAs striding through one flat order, half-empty layouts would otherwise hand all
-/// the work to half of the CTAs (measured: stride 132, raster 8 → every odd CTA idle). Inside a
-/// pass the order is rasterized as in the dense scheduler. Skipping an empty unit costs a binary
-/// search (~0.7 µs of dependent loads), so before entering pass 1 each thread reads all counts
-/// once: when no group has more than one unit's rows (decode sizes), passes ≥ 1 hold no work and
-/// are dropped (measured at T = 64 without this: 20 / 43 µs of skipping at the end of GEMM1 /
-/// GEMM2). A unit is skipped only when its first
-/// tile has no valid row, so both CTAs of a cluster walk the same units; a tile of the unit past
-/// the valid rows is computed on padding rows of the same segment (valid_rows = 0) and its
-/// epilogue must tolerate that.
+/// group has ≤ 64 rows there — the common case at decode sizes. Two orders (GemmParams::
+/// sched_one_pass):
+///  * passes (decode): pass 0 = the first unit of every 128-row block (never empty), pass 1 = the
+///    second, ... With the CTAs striding through one flat order, half-empty layouts would otherwise
+///    hand all the work to half of the CTAs (measured: stride 132, raster 8 → every odd CTA idle).
+///    Inside a pass the order is rasterized as in the dense scheduler. Skipping an empty unit costs
+///    a binary search (~0.7 µs of dependent loads), so before entering pass 1 the scheduler reads
+///    all counts once: when no group has more than one unit's rows, passes ≥ 1 hold no work and
+///    are dropped (measured at T = 64 without this: 20 / 43 µs of skipping at the end of GEMM1 /
+///    GEMM2).
+///  * one pass (prefill): units in M order, rasterized (the M unit fastest inside a raster group),
+///    so all units that share a B tile are adjacent in the order; the few empty units are skipped.
+/// Units are taken statically (CTA c: c, c + G, ...) or, with GemmParams::tile_counter (clusters
+/// of one only), dynamically: the first statically, every further one by atomicAdd.
+/// A unit is skipped only when its first tile has no valid row, so both CTAs of a cluster walk the
+/// same units; a tile of the unit past the valid rows is computed on padding rows of the same
+/// segment (valid_rows = 0) and its epilogue must tolerate that.
+/// Only one thread per CTA (the producer) runs it: dynamic units are taken by atomics.
 template <int kBlockM, int kBlockN, int kCluster = 1>
 struct ContiguousScheduler {
   static constexpr u32 kUnitRows = u32(kBlockM * kCluster);
@@ -112,6 +119,7 @@ struct ContiguousScheduler {
   static constexpr u32 kPasses = 128 / kUnitRows;
   const GemmParams& p;
   u32 num_blocks, num_n_blocks, units_per_pass, num_units, group, rank, stride, next_index;
+  u32 started = 0, passes_checked = 0;  // flags (u32: bool members were kept in local memory)
 
   __device__ __forceinline__ explicit ContiguousScheduler(const GemmParams& params)
       : p(params), num_n_blocks((params.n + kBlockN - 1) / kBlockN),
@@ -123,7 +131,7 @@ struct ContiguousScheduler {
     num_units = units_per_pass * kPasses;
   }
 
-  /// Largest group count (every thread of the CTA computes the same value).
+  /// Largest group count.
   __device__ __forceinline__ int max_count() const {
     int m0 = 0, m1 = 0, m2 = 0, m3 = 0;
     u32 g = 0;
@@ -137,19 +145,38 @@ struct ContiguousScheduler {
     return max(max(m0, m1), max(m2, m3));
   }
 
+  /// This CTA's next unit index: its first statically, then by stride or from the shared counter.
+  __device__ __forceinline__ u32 take() {
+    if (!started) {
+      started = 1;
+      return next_index;
+    }
+    if (kCluster == 1 && p.tile_counter != nullptr) return atomicAdd(p.tile_counter, 1u) + stride;
+    next_index += stride;
+    return next_index;
+  }
+
   __device__ __forceinline__ bool next(Tile& t) {
-    while (next_index < num_units) {
-      if (kPasses > 1 && next_index >= units_per_pass && num_units > units_per_pass &&
-          max_count() <= int(kUnitRows)) {
-        num_units = units_per_pass;  // no group reaches a second unit of its 128-row blocks
-        break;
+    for (;;) {
+      const u32 idx = take();
+      if (idx >= num_units) return false;
+      u32 m_unit, n_block;  // m_unit: the unit's first row / kUnitRows
+      if (p.sched_one_pass || kPasses == 1) {
+        raster(idx, num_blocks * kPasses, num_n_blocks, group, m_unit, n_block);
+      } else {
+        const u32 pass = idx / units_per_pass;
+        if (pass > 0 && !passes_checked) {
+          passes_checked = 1;
+          if (max_count() <= int(kUnitRows)) {  // no group reaches a second unit of its blocks
+            num_units = units_per_pass;
+            return false;
+          }
+        }
+        u32 block;
+        raster(idx - pass * units_per_pass, num_blocks, num_n_blocks, group, block, n_block);
+        m_unit = block * kPasses + pass;
       }
-      const u32 idx = next_index;
-      next_index += stride;
-      const u32 pass = kPasses == 1 ? 0u : idx / units_per_pass;
-      u32 block, n_block;
-      raster(idx - pass * units_per_pass, num_blocks, num_n_blocks, group, block, n_block);
-      const u32 unit_m0 = block * 128 + pass * kUnitRows;
+      const u32 unit_m0 = m_unit * kUnitRows;
       if (unit_m0 >= p.m) continue;
       t.m0 = unit_m0 + rank * kBlockM;
       t.n0 = n_block * kBlockN;
@@ -170,7 +197,6 @@ struct ContiguousScheduler {
       set_group(t, p, lo);
       return true;
     }
-    return false;
   }
 };
 
