@@ -4,7 +4,8 @@
 // Structure (one CTA per SM, persistent):
 //   * producer warpgroup — one thread runs the scheduler and publishes the tiles (TilePipe);
 //     another takes them and, for every K block, waits for a free stage, then issues TMA loads
-//     of the A tile, the B tile and the A scales onto that stage's `full` mbarrier. It gives most of its registers to the math warpgroups (setmaxnreg).
+//     of the A tile, the B tile and the A scales onto that stage's `full` mbarrier. The warpgroup
+//     gives most of its registers to the math warpgroups (setmaxnreg).
 //   * math warpgroups — one per 64 rows of BLOCK_M. Per K block: wait `full`, run 4 FP8 wgmma
 //     (k = 32 each) into a temporary accumulator, wait for them, release the stage (`empty`), then
 //     promote: out += (sa_row · sb) · acc in FP32 registers. The FP8 tensor-core accumulator keeps
@@ -274,13 +275,14 @@ struct TilePipe {
     ptx::mbar_wait(empty() + 8 * slot, phase ^ 1u);
     const u32 r = records + slot * kGemmTileRecordBytes;
     ptx::st_shared_v4(r, {t.m0, t.n0, t.b_row0, t.sb_offset});
-    ptx::st_shared_v4(r + 16, {t.valid_rows, more ? 1u : 0u, 0u, 0u});
+    ptx::st_shared_v4(r + 16, {t.valid_rows, more ? 1u : 0u, 0u, 0u});  // two words of padding
     ptx::mbar_arrive(full() + 8 * slot);  // release: the record is visible to the waiting threads
     advance();
   }
 
-  /// The tile in the record at address r; false for the end marker.
-  __device__ __forceinline__ static bool read(u32 r, Tile& t) {
+  /// The record of the slot this thread holds; false for the end marker.
+  __device__ __forceinline__ bool peek(Tile& t) const {
+    const u32 r = records + slot * kGemmTileRecordBytes;
     u32 a[4], b[4];
     ptx::ld_shared_v4(r, a);
     ptx::ld_shared_v4(r + 16, b);
@@ -292,10 +294,8 @@ struct TilePipe {
     return b[1] != 0;
   }
 
-  /// Math thread: the record of the slot it holds; false for the end marker.
-  __device__ __forceinline__ bool peek(Tile& t) const { return read(records + slot * kGemmTileRecordBytes, t); }
-
-  /// Math thread: waits for the next record and reads it (the slot stays held until release).
+  /// Math or load thread: waits for the next record and reads it (the slot stays held until
+  /// release / release_one).
   __device__ __forceinline__ bool pop(Tile& t) {
     ptx::mbar_wait(full() + 8 * slot, phase);
     return peek(t);

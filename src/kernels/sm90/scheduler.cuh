@@ -1,9 +1,9 @@
 // Persistent tile schedulers for the sm90 GEMM family.
 //
 // A scheduler hands each CTA its output tiles in order: next(tile) returns false once the CTA has
-// no more. One thread per CTA (the producer) runs it and publishes each tile to the math
-// warpgroups through the tile pipe (fp8_gemm.cuh). Grouped (MoE) schedulers plug in here with the
-// same interface; the mainloop never changes.
+// no more. One thread per CTA (the scheduler thread) runs it and publishes each tile to the
+// load thread and the math warpgroups through the tile pipe (fp8_gemm.cuh). Grouped (MoE)
+// schedulers plug in here with the same interface; the mainloop never changes.
 #pragma once
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "ptx/ptx.cuh"
@@ -111,7 +111,7 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 /// A unit is skipped only when its first tile has no valid row, so both CTAs of a cluster walk the
 /// same units; a tile of the unit past the valid rows is computed on padding rows of the same
 /// segment (valid_rows = 0) and its epilogue must tolerate that.
-/// Only one thread per CTA (the producer) runs it: dynamic units are taken by atomics.
+/// Only the scheduler thread runs it, so dynamic units are taken by one atomic per unit.
 template <int kBlockM, int kBlockN, int kCluster = 1>
 struct ContiguousScheduler {
   static constexpr u32 kUnitRows = u32(kBlockM * kCluster);
