@@ -178,6 +178,12 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   params.a_box_rows = a_box == unsigned(c.block_m) ? 0u : a_box;
   // The pre-wait reads only make sense (and are only safe) in the MoE layer's PDL chain.
   params.pdl_early = pdl_active() && family.pdl_early ? 1u : 0u;
+  // Tuning knob (not API): MOEKIT_PDL_B_EARLY=0 keeps the first tile's B loads after the PDL wait.
+  static const bool b_early = [] {
+    const char* v = std::getenv("MOEKIT_PDL_B_EARLY");
+    return !(v && v[0] == '0');
+  }();
+  params.b_before_wait = params.pdl_early && b_early ? 1u : 0u;
   params.pdl = pdl_active() ? 1u : 0u;
   params.d = op.d;
   params.ldd = static_cast<unsigned>(op.ldd);

@@ -132,8 +132,9 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
                  workspace_bytes, " bytes < ", p.bytes, " needed");
   MoeSortBuffers sort = p.sort;
   sort.invalid_count = a.invalid_count;
-  moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
-           p.ws_bytes, stream);
+  if (!moe_diag_skip("sort"))
+    moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
+             p.ws_bytes, stream);
   moe_stage_mark("sort", stream);
   if (a.num_tokens == 0) return;
   // The FP32 scatter-add pays off while y_acc stays in L2; past that its atomics miss to DRAM
@@ -141,7 +142,8 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   // combine move fewer bytes.
   const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
   // The permute also zeroes y_acc (no memset launch) and the GEMMs' tile counters.
-  permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows, p.a_perm,
+  if (!moe_diag_skip("permute_quant"))
+    permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows, p.a_perm,
                                     p.sa_perm, false, rows_then_combine ? nullptr : p.y_acc, stream, p.counters,
                                     kCounters);
   moe_stage_mark("permute_quant", stream);
@@ -163,7 +165,7 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   g1.sh = p.sh;
   g1.expected = load;
   g1.tile_counter = p.counters;
-  moe_gemm1_swiglu(g1, stream);
+  if (!moe_diag_skip("gemm1_swiglu")) moe_gemm1_swiglu(g1, stream);
   moe_stage_mark("gemm1_swiglu", stream);
 
   if (rows_then_combine) {
@@ -180,7 +182,7 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
     g2.d = p.d2;
     g2.ldd = a.hidden;
     grouped_gemm_fp8_contiguous_counted(g2, p.rows, sort.expert_offsets, sort.expert_counts,
-                                        moe_dynamic_scheduling() ? p.counters + 1 : nullptr, stream);
+                                        moe_dynamic_scheduling(2) ? p.counters + 1 : nullptr, stream);
     moe_stage_mark("gemm2_rows", stream);
     moe_combine(p.d2, a.hidden, sort.expanded_to_permuted, a.topk_weights, a.num_tokens, a.top_k, a.hidden, a.y,
                 a.hidden, stream);
@@ -204,9 +206,9 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   g2.y_acc = p.y_acc;
   g2.expected = load;
   g2.tile_counter = p.counters + 1;
-  moe_gemm2_scatter(g2, stream);
+  if (!moe_diag_skip("gemm2_scatter")) moe_gemm2_scatter(g2, stream);
   moe_stage_mark("gemm2_scatter", stream);
-  moe_finalize_bf16(p.y_acc, a.num_tokens, a.hidden, a.y, stream);
+  if (!moe_diag_skip("finalize")) moe_finalize_bf16(p.y_acc, a.num_tokens, a.hidden, a.y, stream);
   moe_stage_mark("finalize", stream);
 }
 

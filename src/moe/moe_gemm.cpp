@@ -29,14 +29,30 @@ GemmConfig env_override(const char* name, GemmConfig c) {
 // DRAM for 6.4 GB of W1).
 int decode_a_box_rows(const MoeLoadEstimate& e) { return e.rows_per_active <= 32 ? 8 : 0; }
 
+// Dynamic tile scheduling pays once the CTAs have enough units to rebalance: measured on the H100
+// (deepseek-v3, docs/perf-notes.md v10) it cost 4 µs at T = 1 in GEMM2 (~3.9 units per CTA) and
+// 7 µs at T = 4 in GEMM1 (~3.8), was neutral at ~2 and ~7-8, and gained from ~16 per CTA up.
+constexpr double kDynamicMinUnitsPerCta = 6.0;
+
+bool dynamic_pays(const MoeLoadEstimate& e, int64_t n, int block_m, int block_n, int ctas) {
+  const double units = double(e.active) * double(ceil_div(e.rows_per_active, int64_t(block_m))) *
+                       double(ceil_div(n, int64_t(block_n)));
+  return units >= kDynamicMinUnitsPerCta * double(std::max(ctas, 1));
+}
+
 }  // namespace
 
-bool moe_dynamic_scheduling() {
-  static const bool on = [] {
+bool moe_dynamic_scheduling(int gemm) {
+  // "0": both static; "g1" / "g2": only that GEMM dynamic; anything else (or unset): both dynamic.
+  static const int mask = [] {
     const char* v = std::getenv("MOEKIT_MOE_DYNAMIC");
-    return !(v && v[0] == '0');
+    if (!v || !*v) return 3;
+    if (v[0] == '0') return 0;
+    if (v[0] == 'g' && v[1] == '1') return 1;
+    if (v[0] == 'g' && v[1] == '2') return 2;
+    return 3;
   }();
-  return on;
+  return (mask >> (gemm - 1)) & 1;
 }
 
 MoeLoadEstimate moe_expected_load(int64_t num_tokens, int top_k, int num_experts_total, int local_count) {
@@ -57,7 +73,7 @@ int64_t moe_prepared_w1_rows(int64_t inter) { return 2 * align_up(inter, kQuantB
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   const int64_t n = moe_prepared_w1_rows(a.inter);
-  const bool dynamic = a.tile_counter != nullptr && moe_dynamic_scheduling();
+  const bool dynamic = a.tile_counter != nullptr && moe_dynamic_scheduling(1);
   GemmConfig c = select_moe_gemm1_config(a.rows, n, a.expected.rows_per_active, sm90::kSwigluEpilogueSmem,
                                          device_limits());
   c = env_override("MOEKIT_MOE_GEMM1_CONFIG", c);
@@ -86,7 +102,8 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   p.sa_out_ld = static_cast<unsigned>(sfa_ld(a.rows));
   // Dynamic scheduling needs clusters of one (a cluster's CTAs must take the same unit); prefill
   // sizes then walk all 64-row units of an expert together (one pass) so they share its B tiles.
-  if (dynamic && c.multicast == 1) {
+  if (dynamic && c.multicast == 1 &&
+      (a.force_dynamic || dynamic_pays(a.expected, n, c.block_m, c.block_n, c.num_sms))) {
     p.tile_counter = a.tile_counter;
     p.sched_one_pass = a.expected.rows_per_active > 64 ? 1u : 0u;
   }
@@ -118,7 +135,9 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   p.row_weight = a.topk_weights;
   p.out_acc = a.y_acc;
   p.top_k = static_cast<unsigned>(a.top_k);
-  if (a.tile_counter != nullptr && moe_dynamic_scheduling()) p.tile_counter = a.tile_counter;
+  if (a.tile_counter != nullptr && moe_dynamic_scheduling(2) &&
+      (a.force_dynamic || dynamic_pays(a.expected, a.hidden, c.block_m, c.block_n, c.num_sms)))
+    p.tile_counter = a.tile_counter;
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};
   launch_fp8_gemm(c, "moe_gemm2_scatter_contiguous", op, p, stream, family);

@@ -39,6 +39,9 @@ struct MoeGemm1Args {
   /// Optional device counter, 0 at launch (the caller zeroes it): dynamic tile scheduling
   /// (GemmParams::tile_counter). Null: static scheduling.
   unsigned* tile_counter = nullptr;
+  /// Tests: take tiles dynamically whenever tile_counter is set. Otherwise the counter is used
+  /// only where dynamic scheduling pays (~6 or more expected units per CTA, moe_gemm.cpp).
+  bool force_dynamic = false;
 };
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream);
 
@@ -60,12 +63,14 @@ struct MoeGemm2Args {
   float* y_acc = nullptr;  ///< FP32 [T, H]
   MoeLoadEstimate expected;
   unsigned* tile_counter = nullptr;  ///< as MoeGemm1Args::tile_counter
+  bool force_dynamic = false;        ///< as MoeGemm1Args::force_dynamic
 };
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream);
 
-/// Whether the MoE GEMMs take tiles dynamically when given a counter: on unless the diagnostic
-/// environment knob MOEKIT_MOE_DYNAMIC=0 (A/B measurements) turns it off.
-bool moe_dynamic_scheduling();
+/// Whether MoE GEMM `gemm` (1 or 2) takes tiles dynamically when given a counter: on unless the
+/// diagnostic environment knob MOEKIT_MOE_DYNAMIC (A/B measurements) turns it off: 0 = both
+/// static, g1 / g2 = only that GEMM dynamic.
+bool moe_dynamic_scheduling(int gemm);
 
 /// Writes the prepared W1 and its scales (layout in moe_weights.cu). Requires I % 64 == 0.
 void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,

@@ -203,7 +203,7 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   if (from_logits) {
     int32_t* rid = a.routed_ids ? a.routed_ids : reinterpret_cast<int32_t*>(base + ws.ids);
     float* rw = a.routed_weights ? a.routed_weights : reinterpret_cast<float*>(base + ws.weights);
-    route(*config_.routing, a.logits, a.logits_type, t, rid, rw, stream);
+    if (!detail::moe_diag_skip("route")) route(*config_.routing, a.logits, a.logits_type, t, rid, rw, stream);
     detail::moe_stage_mark("route", stream);
     ids = rid;
     weights = rw;

@@ -25,4 +25,9 @@ void moe_stage_begin(cudaStream_t stream);
 /// Ends stage `name` at this point of the stream; no-op when tracing is off.
 void moe_stage_mark(const char* name, cudaStream_t stream);
 
+/// Diagnostics only (the results are wrong while it is set): true when the environment variable
+/// MOEKIT_DIAG_SKIP (read once, a comma-separated list of stage names as in the trace) names
+/// `stage`, which the forward then does not launch — leave-one-out timing of the chain.
+bool moe_diag_skip(const char* stage);
+
 }  // namespace moekit::detail

@@ -71,6 +71,7 @@ Gemm1Result run_gemm1(int64_t h, int64_t inter, const std::vector<int32_t>& coun
   if (dynamic) {
     EXPECT_EQ(cudaMemsetAsync(counter.get(), 0, 4, s), cudaSuccess);
     g.tile_counter = counter.as<unsigned>();
+    g.force_dynamic = true;
   }
   moekit::detail::moe_gemm1_swiglu(g, s);
   moekit::test::finish(s, "moe_gemm1_swiglu");
@@ -229,6 +230,7 @@ TEST(MoeGemm2Scatter, MatchesReference) {
     ASSERT_EQ(cudaMemsetAsync(y.get(), 0, y.bytes(), s), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(counter.get(), 0, 4, s), cudaSuccess);
     g.tile_counter = dynamic ? counter.as<unsigned>() : nullptr;
+    g.force_dynamic = dynamic;
     moekit::detail::moe_gemm2_scatter(g, s);
     moekit::test::finish(s, "moe_gemm2_scatter");
     const auto got = y.download<float>(size_t(tokens * h));

@@ -419,15 +419,22 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       Scheduler sched(p);
       Tile t;
       bool more = sched.next(t);
+      tiles.push(t, more);  // with pdl_early before the wait: the load thread may start B
       pdl_wait_at(p, true);
-      tiles.push(t, more);
       while (more) {
         more = sched.next(t);
         tiles.push(t, more);
       }
     } else if (threadIdx.x == T::kMathThreads) {
       // Load thread (warp 0): takes the tiles from the pipe and issues their TMA loads.
-      if (p.pdl) ptx::griddep_wait();  // A and its scales come from the previous kernel
+      // A and its scales come from the previous kernel; B (weights) does not. With
+      // GemmParams::b_before_wait the first tile's B stages are requested before the PDL wait, so
+      // their DRAM latency (and, behind a long previous kernel, their streaming) overlaps it.
+      bool waited = p.pdl == 0;
+      if (!waited && !p.b_before_wait) {
+        ptx::griddep_wait();
+        waited = true;
+      }
       u32 stage = 0, phase = 0;
       const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
       for (;;) {
@@ -440,24 +447,46 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         const u32 a_rows = a_need < u32(T::kBlockM) ? a_need : u32(T::kBlockM);
         const u32 tx = T::kStageTxBytes - (u32(T::kBlockM) - a_rows) * kGemmBlockK;
         const BTileWalk bw(p, t);
-        for (u32 kb = 0; kb < p.num_kb; ++kb) {
-          ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
-          const u32 full = s_full + 8 * stage;
-          ptx::mbar_arrive_expect_tx(full, tx);
-          for (u32 r = 0; r < a_rows; r += a_box)
-            ptx::tma_load_2d(s_a + stage * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
-                             int(t.m0 + r));
+        auto load_b = [&](u32 st, u32 kb) {
+          const u32 full = s_full + 8 * st;
           const int b_x = int(kb * bw.dx);
           const u32 b_y = bw.y0 + kb * bw.dy;
           if constexpr (kCluster > 1) {
             // This CTA's slice of the shared B tile, into the same stage of every CTA.
             const u32 rank = ptx::cluster_ctarank();
-            ptx::tma_load_2d_multicast(s_b + stage * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full, b_x,
+            ptx::tma_load_2d_multicast(s_b + st * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full, b_x,
                                        int(b_y + rank * (T::kBlockN / kCluster)), ptx::u16((1u << kCluster) - 1));
           } else {
-            ptx::tma_load_2d(s_b + stage * T::kSmemB, &tma_b, full, b_x, int(b_y));
+            ptx::tma_load_2d(s_b + st * T::kSmemB, &tma_b, full, b_x, int(b_y));
           }
-          ptx::tma_load_2d(s_sfa + stage * T::kSmemSfa, &tma_sfa, full, int(t.m0 & ~3u), int(kb));
+        };
+        auto load_a = [&](u32 st, u32 kb) {
+          const u32 full = s_full + 8 * st;
+          for (u32 r = 0; r < a_rows; r += a_box)
+            ptx::tma_load_2d(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
+                             int(t.m0 + r));
+          ptx::tma_load_2d(s_sfa + st * T::kSmemSfa, &tma_sfa, full, int(t.m0 & ~3u), int(kb));
+        };
+        u32 kb = 0;
+        if (!waited) {
+          // First tile, every stage still free: B of the first stages, the wait, then their A.
+          const u32 pre = p.num_kb < u32(kStages) ? p.num_kb : u32(kStages);
+          for (u32 i = 0; i < pre; ++i) {
+            ptx::mbar_arrive_expect_tx(s_full + 8 * i, tx);
+            load_b(i, i);
+          }
+          ptx::griddep_wait();
+          waited = true;
+          for (u32 i = 0; i < pre; ++i) load_a(i, i);
+          kb = pre;
+          stage = pre % u32(kStages);
+          phase = pre == u32(kStages) ? 1u : 0u;
+        }
+        for (; kb < p.num_kb; ++kb) {
+          ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
+          ptx::mbar_arrive_expect_tx(s_full + 8 * stage, tx);
+          load_a(stage, kb);
+          load_b(stage, kb);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1u;
