@@ -143,9 +143,9 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
   const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
   // The permute also zeroes y_acc (no memset launch) and the GEMMs' tile counters.
   if (!moe_diag_skip("permute_quant"))
-    permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows, p.a_perm,
-                                    p.sa_perm, false, rows_then_combine ? nullptr : p.y_acc, stream, p.counters,
-                                    kCounters);
+    permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows,
+                                      p.a_perm, p.sa_perm, false, rows_then_combine ? nullptr : p.y_acc, stream,
+                                      p.counters, kCounters);
   moe_stage_mark("permute_quant", stream);
   const MoeLoadEstimate load = moe_expected_load(a.num_tokens, a.top_k, a.num_experts, a.local_count);
 

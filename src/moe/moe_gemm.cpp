@@ -34,10 +34,16 @@ int decode_a_box_rows(const MoeLoadEstimate& e) { return e.rows_per_active <= 32
 // 7 µs at T = 4 in GEMM1 (~3.8), was neutral at ~2 and ~7-8, and gained from ~16 per CTA up.
 constexpr double kDynamicMinUnitsPerCta = 6.0;
 
-bool dynamic_pays(const MoeLoadEstimate& e, int64_t n, int block_m, int block_n, int ctas) {
-  const double units = double(e.active) * double(ceil_div(e.rows_per_active, int64_t(block_m))) *
-                       double(ceil_div(n, int64_t(block_n)));
-  return units >= kDynamicMinUnitsPerCta * double(std::max(ctas, 1));
+// The counter to schedule GEMM `gemm` (1 or 2) dynamically with, or null for static scheduling:
+// a counter was given, the knob allows it, and either the caller forces it (tests) or the
+// expected units (active experts x M units x N blocks of `c`) are enough per CTA.
+unsigned* dynamic_counter(int gemm, unsigned* counter, bool force, const MoeLoadEstimate& e, int64_t n,
+                          const GemmConfig& c) {
+  if (counter == nullptr || !moe_dynamic_scheduling(gemm)) return nullptr;
+  if (force) return counter;
+  const double units = double(e.active) * double(ceil_div(e.rows_per_active, int64_t(c.block_m))) *
+                       double(ceil_div(n, int64_t(c.block_n)));
+  return units >= kDynamicMinUnitsPerCta * double(std::max(c.num_sms, 1)) ? counter : nullptr;
 }
 
 }  // namespace
@@ -73,7 +79,6 @@ int64_t moe_prepared_w1_rows(int64_t inter) { return 2 * align_up(inter, kQuantB
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   const int64_t n = moe_prepared_w1_rows(a.inter);
-  const bool dynamic = a.tile_counter != nullptr && moe_dynamic_scheduling(1);
   GemmConfig c = select_moe_gemm1_config(a.rows, n, a.expected.rows_per_active, sm90::kSwigluEpilogueSmem,
                                          device_limits());
   c = env_override("MOEKIT_MOE_GEMM1_CONFIG", c);
@@ -102,10 +107,9 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   p.sa_out_ld = static_cast<unsigned>(sfa_ld(a.rows));
   // Dynamic scheduling needs clusters of one (a cluster's CTAs must take the same unit); prefill
   // sizes then walk all 64-row units of an expert together (one pass) so they share its B tiles.
-  if (dynamic && c.multicast == 1 &&
-      (a.force_dynamic || dynamic_pays(a.expected, n, c.block_m, c.block_n, c.num_sms))) {
-    p.tile_counter = a.tile_counter;
-    p.sched_one_pass = a.expected.rows_per_active > 64 ? 1u : 0u;
+  if (c.multicast == 1) {
+    p.tile_counter = dynamic_counter(1, a.tile_counter, a.force_dynamic, a.expected, n, c);
+    p.sched_one_pass = p.tile_counter != nullptr && a.expected.rows_per_active > 64 ? 1u : 0u;
   }
   const Fp8GemmOperands op{a.a,  a.hidden, a.sa, a.w1p,  a.hidden, a.sw1p, a.hq, a.inter,
                            a.rows, a.num_experts * n, n, a.hidden};
@@ -135,9 +139,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   p.row_weight = a.topk_weights;
   p.out_acc = a.y_acc;
   p.top_k = static_cast<unsigned>(a.top_k);
-  if (a.tile_counter != nullptr && moe_dynamic_scheduling(2) &&
-      (a.force_dynamic || dynamic_pays(a.expected, a.hidden, c.block_m, c.block_n, c.num_sms)))
-    p.tile_counter = a.tile_counter;
+  p.tile_counter = dynamic_counter(2, a.tile_counter, a.force_dynamic, a.expected, a.hidden, c);
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};
   launch_fp8_gemm(c, "moe_gemm2_scatter_contiguous", op, p, stream, family);
