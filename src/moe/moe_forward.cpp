@@ -1,9 +1,11 @@
 // Internal MoE forward (moe_forward.h).
 //
 // Fused path (I % 64 == 0, the default):
-//   moe_sort → permute_quantize_by_token (also zeroes y_acc) → moe_gemm1_swiglu (GEMM1 + SwiGLU +
-//   FP8 requant in the epilogue: h never leaves the chip in bf16) → moe_gemm2_scatter (GEMM2 +
-//   router weight + FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize (y = bf16(y_acc)).
+//   [route →] moe_sort (routing from logits at T <= 8: one fused launch, route_sort.h) →
+//   permute_quantize_by_token (also zeroes y_acc and the tile counters) → moe_gemm1_swiglu (GEMM1 +
+//   SwiGLU + FP8 requant in the epilogue: h never leaves the chip in bf16) → moe_gemm2_scatter
+//   (GEMM2 + router weight + FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize
+//   (y = bf16(y_acc)).
 //   The caller (MoeLayer::forward) runs it in a PdlScope: every kernel of this chain is launched
 //   with programmatic dependent launch (runtime/pdl.h), so each launch and prologue overlaps the
 //   previous kernel; the permute quantizes its first tokens and the GEMMs find their first tile
@@ -24,6 +26,7 @@
 #include "moe/moe_gemm.h"
 #include "moe/moe_permute.h"
 #include "moe/moe_stage_trace.h"
+#include "moe/route_sort.h"
 #include "moe/moe_unfused.h"
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_ops.h"
@@ -103,8 +106,31 @@ size_t moe_forward_workspace_size(int64_t num_tokens, int top_k, int64_t hidden,
   return carve(nullptr, num_tokens, top_k, hidden, inter, local_count).bytes;
 }
 
-void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  if (!fused_layout(a.inter)) {
+void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  MoeForwardArgs a = args;
+  const bool fused = fused_layout(a.inter);
+  const Plan p = carve(static_cast<char*>(workspace), a.num_tokens, a.top_k, a.hidden, a.inter, a.local_count);
+  MOEKIT_REQUIRE(!fused || workspace_bytes >= p.bytes, ErrorCode::kInvalidArgument,
+                 "moekit::detail::moe_forward: workspace ", workspace_bytes, " bytes < ", p.bytes, " needed");
+  MoeSortBuffers sort = p.sort;
+  sort.invalid_count = a.invalid_count;
+  bool sorted = false;  // the fused route + sort ran
+  if (a.routing) {
+    a.topk_ids = a.routed_ids;
+    a.topk_weights = a.routed_weights;
+    if (fused && a.num_tokens > 0 && !moe_diag_skip("route") &&
+        moe_route_sort_applies(*a.routing, a.num_tokens, a.local_count)) {
+      moe_route_sort(*a.routing, a.logits, a.logits_type, a.num_tokens, a.routed_ids, a.routed_weights,
+                     a.num_experts, a.local_offset, a.local_count, sort, p.ws, p.ws_bytes, stream);
+      moe_stage_mark("route_sort", stream);
+      sorted = true;
+    } else {
+      if (!moe_diag_skip("route"))
+        route(*a.routing, a.logits, a.logits_type, a.num_tokens, a.routed_ids, a.routed_weights, stream);
+      moe_stage_mark("route", stream);
+    }
+  }
+  if (!fused) {
     MoeUnfusedArgs u;
     u.num_tokens = a.num_tokens;
     u.top_k = a.top_k;
@@ -127,15 +153,12 @@ void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_byte
     moe_stage_mark("unfused_forward", stream);
     return;
   }
-  const Plan p = carve(static_cast<char*>(workspace), a.num_tokens, a.top_k, a.hidden, a.inter, a.local_count);
-  MOEKIT_REQUIRE(workspace_bytes >= p.bytes, ErrorCode::kInvalidArgument, "moekit::detail::moe_forward: workspace ",
-                 workspace_bytes, " bytes < ", p.bytes, " needed");
-  MoeSortBuffers sort = p.sort;
-  sort.invalid_count = a.invalid_count;
-  if (!moe_diag_skip("sort"))
-    moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
-             p.ws_bytes, stream);
-  moe_stage_mark("sort", stream);
+  if (!sorted) {
+    if (!moe_diag_skip("sort"))
+      moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
+               p.ws_bytes, stream);
+    moe_stage_mark("sort", stream);
+  }
   if (a.num_tokens == 0) return;
   // The FP32 scatter-add pays off while y_acc stays in L2; past that its atomics miss to DRAM
   // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered

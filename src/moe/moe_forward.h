@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
+#include "moekit/routing.h"
+
 namespace moekit::detail {
 
 /// Sizes of the prepared weight buffers for E experts of shape H x I (bytes).
@@ -34,8 +36,16 @@ struct MoeForwardArgs {
   float limit = 0.0f;                     ///< SwiGLU clamp (≤ 0: none)
   bool deterministic = false;             ///< bit-identical output run to run (ordered combine)
   const void* x = nullptr;                ///< bf16 [T, H]
-  const int32_t* topk_ids = nullptr;      ///< [T, k]
-  const float* topk_weights = nullptr;    ///< [T, k]
+  const int32_t* topk_ids = nullptr;      ///< [T, k] (ignored with routing)
+  const float* topk_weights = nullptr;    ///< [T, k] (ignored with routing)
+  /// Routing from logits inside the forward (null: topk_ids / topk_weights are given). The routed
+  /// ids and weights are written to routed_ids / routed_weights [T, k]; small batches route and
+  /// sort in one launch (route_sort.h), larger ones run route() then moe_sort.
+  const RoutingConfig* routing = nullptr;
+  const void* logits = nullptr;           ///< [T, E] (routing only)
+  LogitsType logits_type = LogitsType::kFloat32;
+  int32_t* routed_ids = nullptr;
+  float* routed_weights = nullptr;
   const void* w1p = nullptr;              ///< prepared W1 (moe_prepare_w1)
   const float* sw1p = nullptr;            ///< prepared W1 scales
   const void* w2 = nullptr;               ///< FP8 [E_local, H, I]

@@ -200,14 +200,6 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   // prologue overlap the previous kernel's tail.
   const detail::PdlScope pdl(true);
   detail::moe_stage_begin(stream);
-  if (from_logits) {
-    int32_t* rid = a.routed_ids ? a.routed_ids : reinterpret_cast<int32_t*>(base + ws.ids);
-    float* rw = a.routed_weights ? a.routed_weights : reinterpret_cast<float*>(base + ws.weights);
-    if (!detail::moe_diag_skip("route")) route(*config_.routing, a.logits, a.logits_type, t, rid, rw, stream);
-    detail::moe_stage_mark("route", stream);
-    ids = rid;
-    weights = rw;
-  }
 
   detail::MoeForwardArgs f;
   f.num_tokens = t;
@@ -222,6 +214,13 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   f.x = a.x;
   f.topk_ids = ids;
   f.topk_weights = weights;
+  if (from_logits) {  // routed inside the forward (fused with the sort for small T)
+    f.routing = &*config_.routing;
+    f.logits = a.logits;
+    f.logits_type = a.logits_type;
+    f.routed_ids = a.routed_ids ? a.routed_ids : reinterpret_cast<int32_t*>(base + ws.ids);
+    f.routed_weights = a.routed_weights ? a.routed_weights : reinterpret_cast<float*>(base + ws.weights);
+  }
   f.w1p = w1p_;
   f.sw1p = sw1p_;
   f.w2 = w2_;
@@ -264,10 +263,9 @@ void MoeLayer::prepare_kernels(int64_t num_tokens, void* workspace, size_t works
   }
   forward(a, stream);
   if (config_.routing) {
-    // Also load the bf16-logits routing kernel (zero bytes are bf16 zeros).
-    ids = detail::DeviceBuffer(slots * sizeof(int32_t));
-    weights = detail::DeviceBuffer(slots * sizeof(float));
-    route(*config_.routing, logits.get(), LogitsType::kBFloat16, t, ids.as<int32_t>(), weights.as<float>(), stream);
+    // Also load the bf16-logits routing kernels (zero bytes are bf16 zeros).
+    a.logits_type = LogitsType::kBFloat16;
+    forward(a, stream);
   }
   MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

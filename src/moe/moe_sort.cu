@@ -4,7 +4,7 @@
 // moe_sort (n = T * k slots, L = local_count experts), all on `stream`, no host synchronization.
 // Two paths with bit-identical outputs, chosen on the host from (T, k, L) only:
 //
-// Single-CTA path (n <= kSmallMaxSlots and L <= kSmallMaxExperts; decode batch sizes): ONE launch,
+// Single-CTA path (n <= kMaxSlots and L <= kMaxExperts, small_sort_device.cuh; decode batch sizes): ONE launch,
 // no memset, the workspace untouched. CTA 0 (1024 threads) does everything in shared memory:
 //   a. fill     permuted_to_expanded[0, B) = -1 with 16-byte stores, where
 //               B = align_up(n + 127 * min(n, L), 128) >= offsets[L] for every routing (at most
@@ -12,7 +12,7 @@
 //   b. classify one thread per slot (same semantics as classify_kernel): key = local expert or L
 //               ("dropped") into smem keys[n]; dropped slots get expanded_to_permuted = -1 here;
 //               invalid ids counted with a warp reduction + one smem atomic per warp.
-//   c. count    kSmallHistWarps warps each own a contiguous range of slots and walk it 32 slots at
+//   c. count    kHistWarps warps each own a contiguous range of slots and walk it 32 slots at
 //               a time; __match_any_sync groups equal keys and the group's first lane adds the
 //               group size to hist[warp][key] (16-bit, smem). Only that lane touches that entry in
 //               that step, and __syncwarp orders the steps, so no atomics are needed.
@@ -93,6 +93,7 @@
 #include "common/check.h"
 #include "moe/moe_sort_reference.h"
 #include "moe/moe_permute.h"
+#include "moe/small_sort_device.cuh"
 #include "kernels/sm90/quantize_device.h"
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_sort.h"
@@ -235,161 +236,21 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(const FillParams p) {
 // moe_sort, single-CTA path
 // ---------------------------------------------------------------------------------------------
 
-constexpr int kSmallThreads = 1024;
-constexpr int kSmallMaxSlots = 4096;    // n = T * k
-constexpr int kSmallMaxExperts = 1024;  // L
-constexpr int kSmallHistWarps = 16;     // warps that own a slot range in the count / place steps
-constexpr int kFillRowsPerCta = 8192;   // rows of the -1 fill per helper CTA (2 int4 per thread)
-static_assert(kSmallMaxExperts <= kSmallThreads, "one thread per local expert in the scan");
-// hist entries are exclusive prefixes of counts inside one expert: at most n.
-static_assert(kSmallMaxSlots <= 65535, "16-bit per-warp histogram");
-
-struct SmallSortParams {
-  const int32_t* ids;
-  int32_t* counts;        // [L]
-  int32_t* offsets;       // [L + 1]
-  int32_t* p2e;           // [rows]
-  int32_t* e2p;           // [n]
-  int32_t* invalid_count; // [1]
-  int64_t rows;           // rows_bound
-  int64_t own_rows;       // B: CTA 0 fills [0, B), the helper CTAs [B, rows)
-  int n;
-  int num_experts;
-  int local_offset;
-  int local_count;
-};
-
-// p[begin, end) = -1 by the calling CTA: scalar head up to 16-byte alignment, int4 body, scalar tail.
-__device__ __forceinline__ void fill_minus_one(int32_t* p, int64_t begin, int64_t end) {
-  if (begin >= end) return;
-  int32_t* a = p + begin;
-  const int64_t count = end - begin;
-  const int64_t head_max = int64_t(((16u - (reinterpret_cast<uintptr_t>(a) & 15u)) & 15u) >> 2);
-  const int64_t head = head_max < count ? head_max : count;
-  if (int64_t(threadIdx.x) < head) a[threadIdx.x] = -1;
-  const int64_t vecs = (count - head) >> 2;
-  int4* v = reinterpret_cast<int4*>(a + head);
-  for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) v[i] = make_int4(-1, -1, -1, -1);
-  const int64_t tail = head + vecs * 4;
-  if (tail + int64_t(threadIdx.x) < count) a[tail + threadIdx.x] = -1;
-}
-
-__global__ void __launch_bounds__(kSmallThreads) small_sort_kernel(const SmallSortParams p) {
+// Single-CTA path: the phases of small_sort_device.cuh.
+__global__ void __launch_bounds__(detail::small_sort::kThreads) small_sort_kernel(const detail::small_sort::Params p) {
+  namespace ss = detail::small_sort;
   ptx::griddep_wait();  // PDL (runtime/pdl.h): ids from the previous kernel; maps an earlier one may read
   ptx::griddep_launch_dependents();
-  if (blockIdx.x > 0) {  // helper CTA: a slice of the rows no routing can reach
-    const int64_t begin = p.own_rows + int64_t(blockIdx.x - 1) * kFillRowsPerCta;
-    const int64_t end = begin + kFillRowsPerCta < p.rows ? begin + kFillRowsPerCta : p.rows;
-    fill_minus_one(p.p2e, begin, end);
+  if (blockIdx.x > 0) {
+    ss::small_sort_helper_fill(p);
     return;
   }
-  using Scan = cub::BlockScan<int32_t, kSmallThreads, cub::BLOCK_SCAN_WARP_SCANS>;
-  __shared__ alignas(16) uint16_t hist[kSmallHistWarps][kSmallMaxExperts];  // 32 KB, zeroed as uint4
-  __shared__ uint16_t keys[kSmallMaxSlots];                     // 8 KB
-  __shared__ int32_t seg[kSmallMaxExperts];                     // 4 KB: offsets[e]
-  __shared__ typename Scan::TempStorage scan_temp;
-  __shared__ int32_t invalid_total;
-
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
-  const int L = p.local_count;
-
-  // (a) -1 over the rows this CTA may place into; (b) needs nothing from it.
-  fill_minus_one(p.p2e, 0, p.own_rows);
-  {
-    uint4* h = reinterpret_cast<uint4*>(&hist[0][0]);
-    constexpr int kVecs = int(sizeof(hist) / sizeof(uint4));
-    for (int i = tid; i < kVecs; i += kSmallThreads) h[i] = make_uint4(0u, 0u, 0u, 0u);
-  }
-  if (tid == 0) invalid_total = 0;
+  __shared__ ss::Smem smem;
+  ss::small_sort_begin(p, smem);
   __syncthreads();
-
-  // (b) classify.
-  int invalid_mine = 0;
-  for (int i = tid; i < p.n; i += kSmallThreads) {
-    const int32_t id = __ldg(p.ids + i);
-    const bool invalid = id < -1 || id >= p.num_experts;
-    const int32_t local = id >= 0 ? id - p.local_offset : -1;
-    const bool keep = !invalid && local >= 0 && local < L;
-    keys[i] = static_cast<uint16_t>(keep ? local : L);
-    if (!keep) p.e2p[i] = -1;
-    invalid_mine += invalid ? 1 : 0;
-  }
-  invalid_mine = __reduce_add_sync(0xFFFFFFFFu, invalid_mine);
-  if (lane == 0 && invalid_mine != 0) atomicAdd(&invalid_total, invalid_mine);
+  ss::small_sort_classify(p, smem);
   __syncthreads();
-
-  // Contiguous slot range of each counting warp, a whole number of 32-slot steps.
-  const int per_warp = (p.n + kSmallHistWarps * 32 - 1) / (kSmallHistWarps * 32) * 32;
-  const int range_begin = warp * per_warp;
-  const int range_end = min(p.n, range_begin + per_warp);
-  const unsigned lanes_below = (1u << lane) - 1u;
-
-  // (c) per-warp counts. The loop bound is uniform per warp.
-  if (warp < kSmallHistWarps) {
-    for (int i0 = range_begin; i0 < range_end; i0 += 32) {
-      const int i = i0 + lane;
-      const int key = i < range_end ? int(keys[i]) : L;
-      const bool keep = key < L;
-      const unsigned keep_mask = __ballot_sync(0xFFFFFFFFu, keep);
-      if (keep) {
-        const unsigned peers = __match_any_sync(keep_mask, key);
-        if (lane == __ffs(peers) - 1) hist[warp][key] = static_cast<uint16_t>(hist[warp][key] + __popc(peers));
-      }
-      __syncwarp();
-    }
-  }
-  __syncthreads();
-
-  // (d) per-warp exclusive prefixes, counts, 128-aligned offsets.
-  {
-    const int e = tid;
-    int32_t c = 0;
-    if (e < L) {
-#pragma unroll
-      for (int w = 0; w < kSmallHistWarps; ++w) {
-        const int32_t h = hist[w][e];
-        hist[w][e] = static_cast<uint16_t>(c);
-        c += h;
-      }
-    }
-    const int32_t aligned = (c + int32_t(kGroupAlign) - 1) / int32_t(kGroupAlign) * int32_t(kGroupAlign);
-    int32_t start = 0;
-    Scan(scan_temp).ExclusiveSum(aligned, start);
-    if (e < L) {
-      seg[e] = start;
-      p.counts[e] = c;
-      p.offsets[e + 1] = start + aligned;
-    }
-    if (e == 0) {
-      p.offsets[0] = 0;
-      *p.invalid_count = invalid_total;
-    }
-  }
-  __syncthreads();
-
-  // (e) stable placement.
-  if (warp < kSmallHistWarps) {
-    for (int i0 = range_begin; i0 < range_end; i0 += 32) {
-      const int i = i0 + lane;
-      const int key = i < range_end ? int(keys[i]) : L;
-      const bool keep = key < L;
-      const unsigned keep_mask = __ballot_sync(0xFFFFFFFFu, keep);
-      if (keep) {
-        const unsigned peers = __match_any_sync(keep_mask, key);
-        const int leader = __ffs(peers) - 1;
-        int32_t base = 0;
-        if (lane == leader) base = hist[warp][key];
-        base = __shfl_sync(peers, base, leader);
-        const int32_t row = seg[key] + base + __popc(peers & lanes_below);
-        p.p2e[row] = i;
-        p.e2p[i] = row;
-        if (lane == leader) hist[warp][key] = static_cast<uint16_t>(base + __popc(peers));
-      }
-      __syncwarp();
-    }
-  }
+  ss::small_sort_finish(p, smem);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -684,13 +545,12 @@ namespace detail {
 
 bool moe_sort_single_cta(int64_t num_tokens, int top_k, int local_count) {
   const int64_t n = validate_sizes("moekit::detail::moe_sort_single_cta", num_tokens, top_k, local_count);
-  return n <= kSmallMaxSlots && local_count <= kSmallMaxExperts;
+  return n <= small_sort::kMaxSlots && local_count <= small_sort::kMaxExperts;
 }
 
-void moe_sort_with_path(MoeSortPath path, const int32_t* topk_ids, int64_t num_tokens, int top_k,
-                        int num_experts_total, int local_offset, int local_count, const MoeSortBuffers& out,
-                        void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  constexpr const char* fn = "moekit::moe_sort";
+int64_t moe_sort_validate(const char* fn, const int32_t* topk_ids, int64_t num_tokens, int top_k,
+                          int num_experts_total, int local_offset, int local_count, const MoeSortBuffers& out,
+                          const void* workspace, size_t workspace_bytes) {
   const int64_t n = validate_sizes(fn, num_tokens, top_k, local_count);
   MOEKIT_REQUIRE(num_experts_total >= 1, ErrorCode::kInvalidArgument, fn, ": num_experts_total = ",
                  num_experts_total, " must be >= 1");
@@ -712,36 +572,53 @@ void moe_sort_with_path(MoeSortPath path, const int32_t* topk_ids, int64_t num_t
                    " must be 4-byte aligned");
   }
   MOEKIT_REQUIRE(workspace != nullptr, ErrorCode::kInvalidArgument, fn, ": workspace is required");
-  const int64_t rows = contiguous_rows_upper_bound(n, local_count);
   const WorkspaceLayout w = workspace_layout(n, local_count);
   MOEKIT_REQUIRE(workspace_bytes >= w.total, ErrorCode::kInvalidArgument, fn, ": workspace_bytes = ",
                  workspace_bytes, " is smaller than moe_sort_workspace_size(", num_tokens, ", ", top_k, ", ",
                  local_count, ") = ", w.total);
+  return n;
+}
 
-  const bool small = n <= kSmallMaxSlots && local_count <= kSmallMaxExperts;
+small_sort::Params small_sort_params(const int32_t* topk_ids, int64_t n, int num_experts_total, int local_offset,
+                                     int local_count, const MoeSortBuffers& out) {
+  const int64_t rows = contiguous_rows_upper_bound(n, local_count);
+  small_sort::Params q{};
+  q.ids = topk_ids;
+  q.counts = out.expert_counts;
+  q.offsets = out.expert_offsets;
+  q.p2e = out.permuted_to_expanded;
+  q.e2p = out.expanded_to_permuted;
+  q.invalid_count = out.invalid_count;
+  q.rows = rows;
+  // Rows any routing can reach: at most min(n, L) non-empty experts, each padded by < 128 rows.
+  q.own_rows = std::min<int64_t>(align_up(n + (kGroupAlign - 1) * std::min<int64_t>(n, local_count), kGroupAlign),
+                                 rows);
+  q.n = static_cast<int>(n);
+  q.num_experts = num_experts_total;
+  q.local_offset = local_offset;
+  q.local_count = local_count;
+  return q;
+}
+
+unsigned small_sort_grid(const small_sort::Params& q) {
+  return static_cast<unsigned>(1 + ceil_div(q.rows - q.own_rows, int64_t{small_sort::kFillRowsPerCta}));
+}
+
+void moe_sort_with_path(MoeSortPath path, const int32_t* topk_ids, int64_t num_tokens, int top_k,
+                        int num_experts_total, int local_offset, int local_count, const MoeSortBuffers& out,
+                        void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  constexpr const char* fn = "moekit::moe_sort";
+  const int64_t n = moe_sort_validate(fn, topk_ids, num_tokens, top_k, num_experts_total, local_offset, local_count,
+                                      out, workspace, workspace_bytes);
+  const int64_t rows = contiguous_rows_upper_bound(n, local_count);
+  const WorkspaceLayout w = workspace_layout(n, local_count);
+  const bool small = n <= small_sort::kMaxSlots && local_count <= small_sort::kMaxExperts;
   MOEKIT_REQUIRE(path != MoeSortPath::kSingleCta || small, ErrorCode::kInvalidArgument, fn,
-                 ": the single-CTA path needs T * k = ", n, " <= ", kSmallMaxSlots, " and local_count = ", local_count,
-                 " <= ", kSmallMaxExperts);
+                 ": the single-CTA path needs T * k = ", n, " <= ", small_sort::kMaxSlots, " and local_count = ",
+                 local_count, " <= ", small_sort::kMaxExperts);
   if (path == MoeSortPath::kSingleCta || (path == MoeSortPath::kAuto && small)) {
-    // Rows any routing can reach: at most min(n, L) non-empty experts, each padded by < 128 rows.
-    const int64_t own = std::min<int64_t>(align_up(n + (kGroupAlign - 1) * std::min<int64_t>(n, local_count),
-                                                   kGroupAlign),
-                                          rows);
-    SmallSortParams q{};
-    q.ids = topk_ids;
-    q.counts = out.expert_counts;
-    q.offsets = out.expert_offsets;
-    q.p2e = out.permuted_to_expanded;
-    q.e2p = out.expanded_to_permuted;
-    q.invalid_count = out.invalid_count;
-    q.rows = rows;
-    q.own_rows = own;
-    q.n = static_cast<int>(n);
-    q.num_experts = num_experts_total;
-    q.local_offset = local_offset;
-    q.local_count = local_count;
-    const int64_t helpers = ceil_div(rows - own, int64_t{kFillRowsPerCta});
-    detail::launch_pdl(small_sort_kernel, dim3(static_cast<unsigned>(1 + helpers)), dim3(kSmallThreads), 0, stream, q);
+    const small_sort::Params q = small_sort_params(topk_ids, n, num_experts_total, local_offset, local_count, out);
+    launch_pdl(small_sort_kernel, dim3(small_sort_grid(q)), dim3(small_sort::kThreads), 0, stream, q);
     MOEKIT_CUDA_CHECK(cudaGetLastError());
     return;
   }

@@ -22,7 +22,10 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include "moe/route_sort.h"
+#include "moe/routing_plan.h"
 #include "moekit/error.h"
+#include "moekit/moe_sort.h"
 #include "moekit/numerics.h"
 #include "moekit/routing.h"
 #include "runtime/device_buffer.h"
@@ -507,6 +510,134 @@ TEST(RoutingGpu, EmptyIsNoOp) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (uint8_t b : di.download<uint8_t>(256)) EXPECT_EQ(b, 0xFF);
   for (uint8_t b : dw.download<uint8_t>(256)) EXPECT_EQ(b, 0xFF);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// The MoE forward's fused route + single-CTA sort (src/moe/route_sort.h): every output bit-identical
+// to route() followed by moe_sort(), on poisoned buffers.
+// ---------------------------------------------------------------------------------------------
+
+struct SortOut {
+  DeviceBuffer ids, w, counts, offsets, p2e, e2p, invalid;
+  SortOut(int64_t T, int k, int L)
+      : ids(size_t(T * k) * 4), w(size_t(T * k) * 4), counts(size_t(L) * 4), offsets(size_t(L + 1) * 4),
+        p2e(size_t(moekit::moe_sort_rows_bound(T, k, L)) * 4), e2p(size_t(T * k) * 4), invalid(4) {
+    for (DeviceBuffer* b : {&ids, &w, &counts, &offsets, &p2e, &e2p, &invalid}) b->fill_bytes(0xA5);
+  }
+  moekit::MoeSortBuffers buffers() {
+    moekit::MoeSortBuffers b;
+    b.expert_counts = counts.as<int32_t>();
+    b.expert_offsets = offsets.as<int32_t>();
+    b.permuted_to_expanded = p2e.as<int32_t>();
+    b.expanded_to_permuted = e2p.as<int32_t>();
+    b.invalid_count = invalid.as<int32_t>();
+    return b;
+  }
+};
+
+void expect_same_bytes(DeviceBuffer& a, DeviceBuffer& b, const std::string& what) {
+  const auto x = a.download<uint8_t>(a.bytes()), y = b.download<uint8_t>(b.bytes());
+  EXPECT_TRUE(x == y) << what;
+}
+
+// Runs both sides on the same logits (fp32 or bf16-exact values) and compares every buffer.
+void check_route_sort(const Case& cs, const std::vector<float>& logits, int64_t T, bool bf16, int off, int L,
+                      const std::vector<float>& bias, const std::string& what) {
+  RoutingConfig c = make_config(cs);
+  const int k = c.top_k;
+  ASSERT_TRUE(moekit::detail::moe_route_sort_applies(c, T, L)) << what;
+  std::vector<uint8_t> bytes(logits.size() * (bf16 ? 2 : 4));
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (bf16) {
+      const uint16_t b = moekit::bf16_from_float(logits[i]);
+      std::memcpy(bytes.data() + 2 * i, &b, 2);
+    } else {
+      std::memcpy(bytes.data() + 4 * i, &logits[i], 4);
+    }
+  }
+  DeviceBuffer dl(bytes.size()), db(bias.size() * 4);
+  dl.upload(bytes);
+  if (!bias.empty()) {
+    db.upload(bias);
+    c.correction_bias = db.as<float>();
+  }
+  const LogitsType type = bf16 ? LogitsType::kBFloat16 : LogitsType::kFloat32;
+  const size_t ws_bytes = moekit::moe_sort_workspace_size(T, k, L);
+  DeviceBuffer ws(ws_bytes);
+  SortOut a(T, k, L), b(T, k, L);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  moekit::route(c, dl.get(), type, T, a.ids.as<int32_t>(), a.w.as<float>(), nullptr);
+  moekit::moe_sort(a.ids.as<int32_t>(), T, k, c.num_experts, off, L, a.buffers(), ws.get(), ws_bytes, nullptr);
+  moekit::detail::moe_route_sort(c, dl.get(), type, T, b.ids.as<int32_t>(), b.w.as<float>(), c.num_experts, off, L,
+                                 b.buffers(), ws.get(), ws_bytes, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_same_bytes(a.ids, b.ids, what + ": topk_ids");
+  expect_same_bytes(a.w, b.w, what + ": topk_weights");
+  expect_same_bytes(a.counts, b.counts, what + ": expert_counts");
+  expect_same_bytes(a.offsets, b.offsets, what + ": expert_offsets");
+  expect_same_bytes(a.p2e, b.p2e, what + ": permuted_to_expanded");
+  expect_same_bytes(a.e2p, b.e2p, what + ": expanded_to_permuted");
+  expect_same_bytes(a.invalid, b.invalid, what + ": invalid_count");
+  // And the routing itself is right (the reference, not only route()).
+  expect_match(make_config(cs), T, run_reference(make_config(cs), logits, T, bias),
+               Routed{b.ids.download<int32_t>(size_t(T * k)), b.w.download<float>(size_t(T * k))}, what);
+}
+
+TEST(RouteSortFusedGpu, MatchesRouteThenSort) {
+  std::vector<Case> cases = preset_cases();
+  for (const auto& cs : shape_cases())
+    if (moekit::detail::route_npl(cs.E) <= 12) cases.push_back(cs);
+  int ran = 0;
+  uint64_t seed = 11;
+  for (const auto& cs : cases) {
+    const RoutingConfig c = make_config(cs);
+    for (int64_t T : {1, 3, 8}) {
+      // Full slice, the upper half, and an odd slice in the middle.
+      const int E = cs.E;
+      const std::pair<int, int> slices[] = {{0, E}, {E / 2, E - E / 2}, {E / 3, std::max(1, E / 3)}};
+      for (const auto& [off, L] : slices) {
+        if (!moekit::detail::moe_route_sort_applies(c, T, L)) continue;
+        const bool bf16 = (seed % 2) == 0;
+        const std::vector<float> bias = cs.bias ? random_bias(E, seed ^ 0xB1A5) : std::vector<float>{};
+        const auto logits = make_logits(c, T, bf16, bias.empty() ? nullptr : bias.data(), seed);
+        check_route_sort(cs, logits, T, bf16, off, L, bias,
+                         cs.name + "_T" + std::to_string(T) + "_slice" + std::to_string(off) + "+" + std::to_string(L) +
+                             (bf16 ? "_bf16" : "_fp32"));
+        ++seed;
+        ++ran;
+      }
+    }
+  }
+  EXPECT_GE(ran, 80) << "too few fused cases ran";
+}
+
+TEST(RouteSortFusedGpu, NaNAndInfRows) {
+  for (const auto& cs : preset_cases()) {
+    Case c0 = cs;
+    c0.bias = false;
+    const auto logits = special_rows(cs.E, cs.k, 7);
+    const int64_t T = static_cast<int64_t>(logits.size()) / cs.E;
+    check_route_sort(c0, logits, T, false, 0, cs.E, {}, cs.name + "_special");
+  }
+}
+
+TEST(RouteSortFusedGpu, Applicability) {
+  using moekit::detail::moe_route_sort_applies;
+  const auto cases = preset_cases();
+  const RoutingConfig ds = make_config(cases[0]);  // deepseek-v3: E = 256, 8 groups
+  EXPECT_TRUE(moe_route_sort_applies(ds, 1, 256));
+  EXPECT_TRUE(moe_route_sort_applies(ds, 8, 256));
+  EXPECT_FALSE(moe_route_sort_applies(ds, 9, 256)) << "larger batches route faster in their own kernel";
+  EXPECT_FALSE(moe_route_sort_applies(ds, 0, 256));
+  EXPECT_TRUE(moe_route_sort_applies(make_config(cases[1]), 8, 384)) << "kimi-k2: NPL 12";
+  RoutingConfig big = make_config(Case{"softmax_E640", 640, 16, RoutingMethod::kSoftmaxTopk, true});
+  EXPECT_FALSE(moe_route_sort_applies(big, 1, 640)) << "NPL 24 does not fit the sort's registers";
+  // 256 groups of one: 320 words of group scratch per routing warp; 3 KB hold 2 warps.
+  RoutingConfig g256 = make_config(Case{"g256", 256, 8, RoutingMethod::kSigmoidGrouped, true, 256, 64, 1.0f, true});
+  EXPECT_TRUE(moe_route_sort_applies(g256, 2, 256));
+  EXPECT_FALSE(moe_route_sort_applies(g256, 3, 256));
+  EXPECT_FALSE(moe_route_sort_applies(ds, 8, 1025)) << "L above the single-CTA sort's limit";
 }
 
 }  // namespace

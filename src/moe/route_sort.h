@@ -1,0 +1,25 @@
+// The MoE forward's fused routing + single-CTA sort for small batches (route_sort.cu).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+#include "moekit/moe_sort.h"
+#include "moekit/routing.h"
+
+namespace moekit::detail {
+
+/// Whether moe_route_sort runs for these sizes (a pure function of them and of the routing
+/// configuration; MOEKIT_FUSED_ROUTE=0 in the environment turns the fusion off for A/B timing).
+bool moe_route_sort_applies(const RoutingConfig& config, int64_t num_tokens, int local_count);
+
+/// route(config, logits, ...) followed by moe_sort(topk_ids, ...) in ONE launch: the routing warps of
+/// the single-CTA sort's CTA route the tokens (writing topk_ids / topk_weights exactly as route()
+/// does) and hand each slot's id to the sort through shared memory. Outputs are bit-identical to
+/// the two calls. Requires moe_route_sort_applies(config, num_tokens, local_count); validates like
+/// route() and moe_sort(). PDL-aware (runtime/pdl.h), graph-capturable, no host synchronization.
+void moe_route_sort(const RoutingConfig& config, const void* logits, LogitsType logits_type, int64_t num_tokens,
+                    int32_t* topk_ids, float* topk_weights, int num_experts_total, int local_offset, int local_count,
+                    const MoeSortBuffers& out, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace moekit::detail
