@@ -2,7 +2,7 @@
 // synthetic weights per SPEC §5 preset and token count — the project's main benchmark.
 //
 //   moekit bench moe [--preset NAME|all] [--tokens 1,8,64,...] [--reps R] [--format text|csv|json]
-//                    [--no-check] [--no-baseline]
+//                    [--no-check] [--no-baseline] [--gemm1-promote-k 0|32|64|128]
 //
 // Inputs: x uniform in [-1, 1); router logits uniform in [-2, 2) (fp32); sigmoid_grouped
 // correction bias uniform in [-0.01, 0.01). (Wider logits saturate the sigmoid and let the bias
@@ -143,11 +143,14 @@ void usage(FILE* out) {
   std::fprintf(out,
                "usage: moekit bench moe [--preset NAME|all] [--tokens T1,T2,...] [--reps R]\n"
                "                        [--format text|csv|json] [--no-check] [--no-baseline]\n"
+               "                        [--gemm1-promote-k 0|32|64|128]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
                "           gpt-oss-120b, deepseek-v2-lite, all\n"
                "  tokens default: 1,8,64,256,1024,4096,16384\n"
                "  --no-check     skip the float64 reference check (rel_l2)\n"
-               "  --no-baseline  skip the unfused cuBLASLt per-expert baseline (base_us)\n");
+               "  --no-baseline  skip the unfused cuBLASLt per-expert baseline (base_us)\n"
+               "  --gemm1-promote-k  MoeConfig::gemm1_promote_k: 0 automatic (default), 32, 64 or 128\n"
+               "                 (K per tensor-core accumulation chain of GEMM1: accuracy vs prefill speed)\n");
 }
 
 /// Rows compared with the reference: all for T ≤ 64, else kSampleRows (first, last, random).
@@ -387,6 +390,7 @@ int bench_moe_main(int argc, char** argv) {
   std::vector<int64_t> tokens = {1, 8, 64, 256, 1024, 4096, 16384};
   int reps = 10;
   bool check = true, with_baseline = true;
+  int promote_k = MoeConfig{}.gemm1_promote_k;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--preset" && i + 1 < argc) preset = argv[++i];
@@ -396,6 +400,7 @@ int bench_moe_main(int argc, char** argv) {
     else if (arg == "--json") format = "json";
     else if (arg == "--no-check") check = false;
     else if (arg == "--no-baseline") with_baseline = false;
+    else if (arg == "--gemm1-promote-k" && i + 1 < argc) promote_k = std::atoi(argv[++i]);
     else if (arg == "--tokens" && i + 1 < argc) {
       tokens.clear();
       std::stringstream ss(argv[++i]);
@@ -489,6 +494,7 @@ int bench_moe_main(int argc, char** argv) {
     cfg.inter = I;
     cfg.routing = rc;
     cfg.limit = p->limit;
+    cfg.gemm1_promote_k = promote_k;
     MoeLayer layer(cfg);
     DeviceBuffer prepared(layer.prepared_weight_bytes());
     layer.prepare_weights({w1.get(), sw1.as<float>(), w2.get(), sw2.as<float>()}, prepared.get(), prepared.bytes(),

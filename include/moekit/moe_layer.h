@@ -50,6 +50,13 @@ struct MoeConfig {
   /// false (default, faster): GEMM2's epilogue scatter-adds weighted rows into an FP32 buffer
   /// with atomics, so the summation order, and the last bits of y, may vary between runs.
   bool deterministic = false;
+  /// K per FP8 tensor-core accumulation chain in GEMM1 (the chains are summed in FP32): 32, 64 or
+  /// 128, or 0 (default) for automatic: 32 while GEMM1 streams weights (≤ 64 expected rows per
+  /// expert, where the extra FP32 work is hidden), 64 beyond. GEMM1's output h is requantized to
+  /// FP8, which turns the tensor core's reduced-precision accumulation (its error grows with the
+  /// chain) into whole E4M3 steps of h; see docs/perf-notes.md (v12) for the measured errors and
+  /// costs. 128 (DeepGEMM's choice) is the fastest at prefill sizes and the least accurate.
+  int gemm1_promote_k = 0;
 };
 
 /// The user's weights of the local experts in the SPEC §3 convention (device pointers).

@@ -94,7 +94,9 @@ CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes) {
 
 std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry,
                                    const Fp8GemmFamily& family) {
-  *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast);
+  const bool finer = family.promote_k != 128;
+  *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast,
+                  finer ? concat("p", family.promote_k) : std::string());
   return concat("#include \"", family.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
                 sm90::gemm_num_threads(c.block_m, family.wg_n), ", 1)\n", *entry,
                 "(const __grid_constant__ moekit::ptx::TmaDescriptor tma_a,\n"
@@ -104,7 +106,7 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
                 " const moekit::sm90::GemmParams params) {\n"
                 "  moekit::sm90::",
                 body, "<", c.block_m, ", ", c.block_n, ", ", c.stages, ", ", c.multicast,
-                ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
+                finer ? concat(", ", family.promote_k) : std::string(), ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
 }
 
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family) {

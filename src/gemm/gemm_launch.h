@@ -45,6 +45,9 @@ struct Fp8GemmFamily {
   /// Inside a PdlScope: find the first tile before waiting for the previous kernel
   /// (GemmParams::pdl_early; the group layout must be at least two launches old).
   bool pdl_early = false;
+  /// K per tensor-core accumulation chain (Fp8GemmTraits::kPromoteK): 128, or 64 / 32 for bodies
+  /// that take it as a fifth template argument (the MoE GEMM1).
+  int promote_k = 128;
 };
 
 /// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S, C>.

@@ -183,6 +183,7 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
   g1.counts = sort.expert_counts;
   g1.w1p = a.w1p;
   g1.sw1p = a.sw1p;
+  g1.promote_k = a.gemm1_promote_k;
   g1.limit = a.limit;
   g1.hq = p.hq;
   g1.sh = p.sh;

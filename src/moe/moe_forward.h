@@ -35,6 +35,7 @@ struct MoeForwardArgs {
   int local_offset = 0, local_count = 0;  ///< expert-parallel slice; weights hold local_count experts
   float limit = 0.0f;                     ///< SwiGLU clamp (≤ 0: none)
   bool deterministic = false;             ///< bit-identical output run to run (ordered combine)
+  int gemm1_promote_k = 0;                ///< MoeConfig::gemm1_promote_k (0: automatic)
   const void* x = nullptr;                ///< bf16 [T, H]
   const int32_t* topk_ids = nullptr;      ///< [T, k] (ignored with routing)
   const float* topk_weights = nullptr;    ///< [T, k] (ignored with routing)

@@ -46,6 +46,21 @@ unsigned* dynamic_counter(int gemm, unsigned* counter, bool force, const MoeLoad
   return units >= kDynamicMinUnitsPerCta * double(std::max(c.num_sms, 1)) ? counter : nullptr;
 }
 
+// K per tensor-core accumulation chain of GEMM1 (MoeConfig::gemm1_promote_k): the caller's, or
+// automatic — 32 while GEMM1 streams weights (decode sizes: the extra FP32 adds hide behind the
+// DRAM stream), 64 beyond (measured cost of 64 vs 128 at DeepSeek-V3 prefill: ~9%, perf-notes v12).
+// The diagnostic knob MOEKIT_GEMM1_PROMOTE_K=32|64|128 (not API, read once) overrides both.
+int gemm1_promote_k(int requested, const MoeLoadEstimate& e) {
+  static const int forced = [] {
+    const char* v = std::getenv("MOEKIT_GEMM1_PROMOTE_K");
+    const int k = v ? std::atoi(v) : 0;
+    return k == 32 || k == 64 || k == 128 ? k : 0;
+  }();
+  if (forced) return forced;
+  if (requested) return requested;
+  return e.rows_per_active <= 64 ? 32 : 64;
+}
+
 }  // namespace
 
 bool moe_dynamic_scheduling(int gemm) {
@@ -98,6 +113,10 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   // come from moe_sort, two launches back).
   family.pdl_early = true;
   family.a_box_rows = decode_a_box_rows(a.expected);
+  MOEKIT_REQUIRE(a.promote_k == 0 || a.promote_k == 32 || a.promote_k == 64 || a.promote_k == 128,
+                 ErrorCode::kInvalidArgument, "moe_gemm1_swiglu: promote_k = ", a.promote_k,
+                 " must be 0 (automatic), 32, 64 or 128");
+  family.promote_k = gemm1_promote_k(a.promote_k, a.expected);
   sm90::GemmParams p{};
   p.group_offsets = a.offsets;
   p.group_counts = a.counts;

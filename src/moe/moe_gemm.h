@@ -33,6 +33,7 @@ struct MoeGemm1Args {
   const void* w1p = nullptr;         ///< prepared W1, E x moe_prepared_w1_rows(I) rows, K-block tiled
   const float* sw1p = nullptr;       ///< prepared scales [E, rows/64, ceil(H/128)]
   float limit = 0.0f;                ///< clamp when > 0
+  int promote_k = 0;                 ///< K per accumulation chain: 32, 64, 128 or 0 (automatic), MoeConfig::gemm1_promote_k
   void* hq = nullptr;                ///< FP8 [rows, I] (row stride I) out
   float* sh = nullptr;               ///< h scales out, physical layout over `rows`
   MoeLoadEstimate expected;  ///< host-side estimate for the configuration

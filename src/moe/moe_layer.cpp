@@ -92,6 +92,9 @@ void MoeLayer::validate(const MoeConfig& c) {
                  " must be a multiple of 16 in [16, 2^20] (16-byte rows for TMA)");
   MOEKIT_REQUIRE(c.inter >= 16 && c.inter <= kMaxDim && c.inter % 16 == 0, kInv, fn, ": inter = ", c.inter,
                  " must be a multiple of 16 in [16, 2^20] (16-byte rows for TMA)");
+  MOEKIT_REQUIRE(c.gemm1_promote_k == 0 || c.gemm1_promote_k == 32 || c.gemm1_promote_k == 64 ||
+                     c.gemm1_promote_k == 128,
+                 kInv, fn, ": gemm1_promote_k = ", c.gemm1_promote_k, " must be 0 (automatic), 32, 64 or 128");
   MOEKIT_REQUIRE(!std::isnan(c.limit) && c.limit != INFINITY, kInv, fn, ": limit = ", c.limit,
                  " must be finite (use 0 for no clamp)");
   if (c.local_count == 0) {
@@ -211,6 +214,7 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   f.local_count = config_.local_count;
   f.limit = config_.limit;
   f.deterministic = config_.deterministic;
+  f.gemm1_promote_k = config_.gemm1_promote_k;
   f.x = a.x;
   f.topk_ids = ids;
   f.topk_weights = weights;

@@ -76,14 +76,18 @@ TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
     const char* body;
     moekit::GemmConfig c;
     int wg_n;
+    int promote_k;
   };
-  const Case cases[] = {{"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 1}, 2},
-                        {"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 2}, 2},  // B multicast pairs
-                        {"moe_gemm1_swiglu_masked", {64, 256, 4, 1, 132, 1}, 2},
-                        {"moe_gemm2_scatter_contiguous", {128, 128, 6, 8, 132, 1}, 1},
-                        {"moe_gemm2_scatter_masked", {64, 160, 6, 1, 132, 1}, 1}};
+  const Case cases[] = {{"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 1}, 2, 128},
+                        {"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 1}, 2, 64},  // chains of 64 of K
+                        {"moe_gemm1_swiglu_masked", {64, 256, 4, 1, 132, 1}, 2, 32},      // chains of 32
+                        {"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 2}, 2, 64},  // B multicast pairs
+                        {"moe_gemm1_swiglu_masked", {64, 256, 4, 1, 132, 1}, 2, 128},
+                        {"moe_gemm2_scatter_contiguous", {128, 128, 6, 8, 132, 1}, 1, 128},
+                        {"moe_gemm2_scatter_masked", {64, 160, 6, 1, 132, 1}, 1, 128}};
   for (const Case& k : cases) {
     family.wg_n = k.wg_n;
+    family.promote_k = k.promote_k;
     std::string entry;
     const std::string src = moekit::detail::fp8_gemm_kernel_source(k.c, k.body, &entry, family);
     SCOPED_TRACE(entry);

@@ -84,6 +84,19 @@ TEST(MoeLayerConfig, AcceptsPresetsAndResolvesDefaults) {
   EXPECT_NO_THROW(MoeLayer::validate(c));
 }
 
+TEST(MoeLayerConfig, Gemm1PromoteK) {
+  MoeConfig c = base_config();
+  EXPECT_EQ(c.gemm1_promote_k, 0);  // automatic by default
+  for (int k : {0, 32, 64, 128}) {
+    c.gemm1_promote_k = k;
+    EXPECT_NO_THROW(MoeLayer::validate(c)) << k;
+  }
+  for (int k : {-1, 16, 48, 96, 256}) {
+    c.gemm1_promote_k = k;
+    expect_rejected(c, "gemm1_promote_k");
+  }
+}
+
 TEST(MoeLayerConfig, RejectsBadShapes) {
   MoeConfig c = base_config();
   c.num_experts = 0;

@@ -22,7 +22,8 @@
 
 namespace moekit::sm90 {
 
-template <int kBlockM_, int kBlockN_, int kStages_, int kCluster_, int kWgN_ = 1, int kSbRows_ = 128>
+template <int kBlockM_, int kBlockN_, int kStages_, int kCluster_, int kWgN_ = 1, int kSbRows_ = 128,
+          int kPromoteK_ = 128>
 struct Fp8GemmTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
@@ -36,6 +37,14 @@ struct Fp8GemmTraits {
   /// Rows of B per B-scale block along N: 128 (SPEC weights) or 64 (prepared, interleaved W1).
   static constexpr int kSbRows = kSbRows_;
   static constexpr int kWgCols = kBlockN / kWgN;  ///< accumulator columns per math warpgroup
+  /// K per tensor-core accumulation chain: 128 (one chain per K block) or 64 / 32 (2 / 4 chains
+  /// per K block, summed in FP32 and promoted once). The FP8 tensor-core accumulator loses precision
+  /// as its chain grows (measured, GemmFp8Probe: bf16 outputs off the correctly rounded value 5.9% →
+  /// 3.8% → 2.2% for 128 → 64 → 32); the MoE GEMM1 uses shorter chains because its output is
+  /// requantized to FP8, which turns such errors into whole E4M3 steps. Shorter chains run the
+  /// serial schedule below (no overlap of a warpgroup's FP32 work with its own MMAs).
+  static constexpr int kPromoteK = kPromoteK_;
+  static constexpr int kSplit = 128 / kPromoteK;
   static constexpr int kMathWarpgroups = kWgM * kWgN;
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
   static constexpr int kThreads = gemm_num_threads(kBlockM, kWgN);
@@ -54,6 +63,7 @@ struct Fp8GemmTraits {
   static_assert(kSbRows == 128 || kSbRows == 64, "B-scale blocks of 128 or 64 rows");
   static_assert(kWgCols <= 2 * kSbRows, "a warpgroup's columns may span at most two B-scale blocks");
   static_assert(kStages >= 2, "need at least two stages");
+  static_assert(kPromoteK == 128 || kPromoteK == 64 || kPromoteK == 32, "chains of 128, 64 or 32 of K");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
   static_assert((kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "swizzled tiles must stay 1024-byte aligned");
@@ -74,6 +84,8 @@ struct KBlockScales {
 ///    warpgroup's FP32 promotion of kb overlaps its own tensor-core work on kb+1.
 ///  * serial (wider tiles): issue, wait for all, promote; overlap comes only from the other math
 ///    warpgroup.
+///  * chained (kPromoteK < 128): the K block's parts each start a fresh tensor-core chain, their
+///    FP32 sums are added and promoted once; serial like the above.
 template <class T>
 struct Fp8GemmMath {
   using Mma = ptx::WgmmaE4M3<T::kWgCols>;
@@ -125,8 +137,10 @@ struct Fp8GemmMath {
     return s;
   }
 
-  /// Issues the four k=32 wgmmas of the current stage into `acc` (overwriting it) and commits.
-  __device__ __forceinline__ void issue(float (&acc)[kAcc]) {
+  /// Issues part `part` of the current stage's four k=32 wgmmas (all four with one promotion per
+  /// K block, else 4 / kSplit of them) into `acc`, overwriting it, and commits.
+  __device__ __forceinline__ void issue(float (&acc)[kAcc], u32 part = 0) {
+    constexpr u32 kPerPart = kGemmBlockK / 32 / u32(T::kSplit);
     const ptx::u64 desc_a = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + th.wm * 64 * kGemmBlockK);
     const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB + th.wn * T::kWgCols * kGemmBlockK);
 #pragma unroll
@@ -134,7 +148,10 @@ struct Fp8GemmMath {
     __syncwarp();  // wgmma is .sync.aligned: every lane must arrive converged
     ptx::wgmma_fence();
 #pragma unroll
-    for (u32 k = 0; k < kGemmBlockK / 32; ++k) Mma::mma(desc_a + 2 * k, desc_b + 2 * k, acc, k);
+    for (u32 j = 0; j < kPerPart; ++j) {
+      const u32 k = part * kPerPart + j;
+      Mma::mma(desc_a + 2 * k, desc_b + 2 * k, acc, j);
+    }
     ptx::wgmma_commit();
   }
 
@@ -192,7 +209,33 @@ struct Fp8GemmMath {
   __device__ __forceinline__ void k_loop(float (&out)[kAcc]) {
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
-    if constexpr (kPipelined) {
+    if constexpr (kPipelined && T::kSplit > 1) {
+      // Finer promotion. Each part of a K block (kPromoteK of K) starts its own tensor-core chain;
+      // the parts' FP32 sums are added (exact to FP32 rounding) and promoted once per K block. Two
+      // accumulator sets: parts 0 and 1 in flight together, then each further part into acc1 while
+      // acc0 holds the running sum. Every order that overlapped a promotion with this warpgroup's
+      // own next wgmmas made ptxas serialize all wgmmas (C7514), so only the other math warpgroup
+      // overlaps them.
+      float acc0[kAcc], acc1[kAcc];
+      for (u32 kb = 0; kb < p.num_kb; ++kb) {
+        const KBlockScales sc = wait_stage(kb);
+        issue(acc0, 0);
+#pragma unroll
+        for (u32 part = 1; part < u32(T::kSplit); ++part) {
+          issue(acc1, part);
+          ptx::wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) {
+            ptx::fence_operand(acc0[i]);
+            ptx::fence_operand(acc1[i]);
+            acc0[i] += acc1[i];
+          }
+        }
+        release(stage);
+        promote(out, acc0, sc);
+        advance();
+      }
+    } else if constexpr (kPipelined) {
       float acc0[kAcc], acc1[kAcc];
       KBlockScales sc = wait_stage(0);
       issue(acc0);
@@ -210,6 +253,7 @@ struct Fp8GemmMath {
         step(out, acc1, acc0, kb + 1, sc);
       }
     } else {
+      static_assert(T::kSplit == 1, "finer promotion needs the pipelined schedule");
       float acc[kAcc];
       for (u32 kb = 0; kb < p.num_kb; ++kb) {
         const KBlockScales sc = wait_stage(kb);

@@ -10,27 +10,28 @@
 namespace moekit::sm90 {
 
 /// GEMM1 tile traits: 64 rows x 256 prepared-W1 rows (128 h columns), two warpgroups along N.
-template <int kStages, int kCluster>
-using MoeGemm1Traits = Fp8GemmTraits<64, 256, kStages, kCluster, 2, 64>;
+/// kPromoteK: K between FP32 promotions (Fp8GemmTraits::kPromoteK).
+template <int kStages, int kCluster, int kPromoteK>
+using MoeGemm1Traits = Fp8GemmTraits<64, 256, kStages, kCluster, 2, 64, kPromoteK>;
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kPromoteK = 128>
 __device__ __forceinline__ void moe_gemm1_swiglu_contiguous(const ptx::TmaDescriptor& tma_a,
                                                             const ptx::TmaDescriptor& tma_b,
                                                             const ptx::TmaDescriptor& tma_sfa,
                                                             const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
   static_assert(kBlockM == 64 && kBlockN == 256, "GEMM1 runs 64 x 256 tiles");
   // kCluster = 2: the two 64-row tiles of a 128-row block share (multicast) their B tile.
-  using T = MoeGemm1Traits<kStages, kCluster>;
+  using T = MoeGemm1Traits<kStages, kCluster, kPromoteK>;
   fp8_gemm_mainloop<T, ContiguousScheduler<64, 256, kCluster>, SwigluFp8Epilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kPromoteK = 128>
 __device__ __forceinline__ void moe_gemm1_swiglu_masked(const ptx::TmaDescriptor& tma_a,
                                                         const ptx::TmaDescriptor& tma_b,
                                                         const ptx::TmaDescriptor& tma_sfa,
                                                         const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
   static_assert(kBlockM == 64 && kBlockN == 256 && kCluster == 1, "GEMM1 runs 64 x 256 tiles");
-  using T = MoeGemm1Traits<kStages, 1>;
+  using T = MoeGemm1Traits<kStages, 1, kPromoteK>;
   fp8_gemm_mainloop<T, MaskedScheduler<64, 256>, SwigluFp8Epilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
