@@ -1,6 +1,6 @@
 #!/bin/bash
 # Device call: full GPU suite, sanitizers (SANITIZE=1), rel_l2 of every preset (default GEMM1 chains), A/B of
-# MOEKIT_GEMM1_PROMOTE_K, the main job.
+# MOEKIT_GEMM1_PROMOTE_K, the main job. Supersedes v11_check.sh (its A/B: AB_VARIANTS='-;MOEKIT_FUSED_ROUTE=0').
 # SKIP_TESTS=1 skips the suite; AB_VARIANTS / AB_TOKENS override the A/B.
 export MOEKIT_CACHE_DIR=$PWD/.jitcache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader
