@@ -10,7 +10,7 @@
 namespace moekit::sm90 {
 
 /// GEMM1 tile traits: 64 rows x 256 prepared-W1 rows (128 h columns), two warpgroups along N.
-/// kPromoteK: K between FP32 promotions (Fp8GemmTraits::kPromoteK).
+/// kPromoteK: K per tensor-core accumulation chain (Fp8GemmTraits::kPromoteK).
 template <int kStages, int kCluster, int kPromoteK>
 using MoeGemm1Traits = Fp8GemmTraits<64, 256, kStages, kCluster, 2, 64, kPromoteK>;
 
