@@ -143,14 +143,16 @@ void usage(FILE* out) {
   std::fprintf(out,
                "usage: moekit bench moe [--preset NAME|all] [--tokens T1,T2,...] [--reps R]\n"
                "                        [--format text|csv|json] [--no-check] [--no-baseline]\n"
-               "                        [--gemm1-promote-k 0|32|64|128]\n"
+               "                        [--gemm1-promote-k 0|32|64|128] [--gemm1-input auto|permuted|gathered]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
                "           gpt-oss-120b, deepseek-v2-lite, all\n"
                "  tokens default: 1,8,64,256,1024,4096,16384\n"
                "  --no-check     skip the float64 reference check (rel_l2)\n"
                "  --no-baseline  skip the unfused cuBLASLt per-expert baseline (base_us)\n"
                "  --gemm1-promote-k  MoeConfig::gemm1_promote_k: 0 automatic (default), 32, 64 or 128\n"
-               "                 (K per tensor-core accumulation chain of GEMM1: accuracy vs prefill speed)\n");
+               "                 (K per tensor-core accumulation chain of GEMM1: accuracy vs prefill speed)\n"
+               "  --gemm1-input  MoeConfig::gemm1_input: auto (default), permuted (copy per slot) or gathered\n"
+               "                 (GEMM1 reads rows by token)\n");
 }
 
 /// Rows compared with the reference: all for T ≤ 64, else kSampleRows (first, last, random).
@@ -391,6 +393,7 @@ int bench_moe_main(int argc, char** argv) {
   int reps = 10;
   bool check = true, with_baseline = true;
   int promote_k = MoeConfig{}.gemm1_promote_k;
+  MoeGemm1Input gemm1_input = MoeConfig{}.gemm1_input;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--preset" && i + 1 < argc) preset = argv[++i];
@@ -401,6 +404,17 @@ int bench_moe_main(int argc, char** argv) {
     else if (arg == "--no-check") check = false;
     else if (arg == "--no-baseline") with_baseline = false;
     else if (arg == "--gemm1-promote-k" && i + 1 < argc) promote_k = std::atoi(argv[++i]);
+    else if (arg == "--gemm1-input" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v == "auto") gemm1_input = MoeGemm1Input::kAuto;
+      else if (v == "permuted") gemm1_input = MoeGemm1Input::kPermuted;
+      else if (v == "gathered") gemm1_input = MoeGemm1Input::kGathered;
+      else {
+        std::fprintf(stderr, "moekit bench moe: --gemm1-input must be auto, permuted or gathered (got '%s')\n",
+                     v.c_str());
+        return 2;
+      }
+    }
     else if (arg == "--tokens" && i + 1 < argc) {
       tokens.clear();
       std::stringstream ss(argv[++i]);
@@ -495,6 +509,7 @@ int bench_moe_main(int argc, char** argv) {
     cfg.routing = rc;
     cfg.limit = p->limit;
     cfg.gemm1_promote_k = promote_k;
+    cfg.gemm1_input = gemm1_input;
     MoeLayer layer(cfg);
     DeviceBuffer prepared(layer.prepared_weight_bytes());
     layer.prepare_weights({w1.get(), sw1.as<float>(), w2.get(), sw2.as<float>()}, prepared.get(), prepared.bytes(),

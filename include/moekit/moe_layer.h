@@ -28,6 +28,15 @@
 
 namespace moekit {
 
+/// How GEMM1 gets its FP8 activations. Either way each token is quantized once (1x128 scales) and
+/// the results are bit-identical; only speed differs.
+enum class MoeGemm1Input {
+  kAuto,      ///< the faster of the two for T and the shapes (measured: docs/perf-notes.md, v13)
+  kPermuted,  ///< one pass writes a copy of each token per slot, sorted by expert; GEMM1 loads tiles by TMA
+  kGathered,  ///< tokens stay in place; GEMM1 reads each row from its token (cp.async gather), no copy.
+              ///< Falls back to kPermuted when T · H ≥ 2^32.
+};
+
 /// Shape and options of one MoE layer.
 struct MoeConfig {
   int num_experts = 0;   ///< E: experts of the whole model (ids are in [0, E)); 1 ≤ E ≤ 65536
@@ -57,6 +66,8 @@ struct MoeConfig {
   /// chain) into whole E4M3 steps of h; see docs/perf-notes.md (v12) for the measured errors and
   /// costs. 128 (DeepGEMM's choice) is the fastest at prefill sizes and the least accurate.
   int gemm1_promote_k = 0;
+  /// GEMM1's activation path (MoeGemm1Input); automatic by default.
+  MoeGemm1Input gemm1_input = MoeGemm1Input::kAuto;
 };
 
 /// The user's weights of the local experts in the SPEC §3 convention (device pointers).

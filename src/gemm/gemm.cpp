@@ -154,7 +154,8 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   const uint64_t num_kb = static_cast<uint64_t>(ceil_div(op.k, kQuantBlock));
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
   const unsigned a_box = family.a_box_rows ? static_cast<unsigned>(family.a_box_rows) : unsigned(c.block_m);
-  const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.a, op.k, op.rows, op.lda, 128, a_box,
+  const int64_t a_rows = op.a_rows ? op.a_rows : op.rows;
+  const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.a, op.k, a_rows, op.lda, 128, a_box,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
   // Row-major B: rows of k bytes; K-block tiled B: rows of 128 bytes, num_kb of them per B row.
   const CUtensorMap tma_b =
@@ -163,8 +164,8 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
                         128, c.block_n / c.multicast, CU_TENSOR_MAP_SWIZZLE_128B)
           : make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, op.k, op.b_rows, op.ldb, 128, c.block_n / c.multicast,
                         CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, op.sa, op.rows, num_kb,
-                                          sfa_ld(op.rows), sm90::gemm_sfa_box(c.block_m), 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, op.sa, a_rows, num_kb, sfa_ld(a_rows),
+                                          sm90::gemm_sfa_box(c.block_m), 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   const CUtensorMap tma_d = family.tma_d ? *family.tma_d
                                          : make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, op.d, op.n, op.rows, op.ldd,
                                                        sm90::gemm_d_box_cols(c.block_n), c.block_m,

@@ -56,7 +56,8 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
                                    const Fp8GemmFamily& family = {});
 
 /// The operands of one launch of the GEMM family: `rows` rows of A and D, `b_rows` rows of B
-/// (E * n for grouped GEMMs), A scales in the physical layout over `rows`.
+/// (E * n for grouped GEMMs), A scales in the physical layout over `rows` — or over `a_rows` rows
+/// of A when that is set (the gather variant, whose A holds one row per token).
 struct Fp8GemmOperands {
   const void* a;
   int64_t lda;
@@ -67,6 +68,7 @@ struct Fp8GemmOperands {
   void* d;
   int64_t ldd;
   int64_t rows, b_rows, n, k;
+  int64_t a_rows = 0;
 };
 
 /// Builds the TMA descriptors, fills the shape fields of `params` (group fields are the

@@ -2,8 +2,10 @@
 //
 // Fused path (I % 64 == 0, the default):
 //   [route →] moe_sort (routing from logits at T <= 8: one fused launch, route_sort.h) →
-//   permute_quantize_by_token (also zeroes y_acc and the tile counters) → moe_gemm1_swiglu (GEMM1 +
-//   SwiGLU + FP8 requant in the epilogue: h never leaves the chip in bf16) → moe_gemm2_scatter
+//   permute_quantize_by_token, or (gather variant, moe_gemm1_gather) quantize_tokens — either also
+//   zeroes y_acc and the tile counters → moe_gemm1_swiglu (GEMM1 + SwiGLU + FP8 requant in the
+//   epilogue: h never leaves the chip in bf16; A from the permuted copy or gathered by token) →
+//   moe_gemm2_scatter
 //   (GEMM2 + router weight + FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize
 //   (y = bf16(y_acc)).
 //   The caller (MoeLayer::forward) runs it in a PdlScope: every kernel of this chain is launched
@@ -164,17 +166,35 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
   // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered
   // combine move fewer bytes.
   const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
-  // The permute also zeroes y_acc (no memset launch) and the GEMMs' tile counters.
-  if (!moe_diag_skip("permute_quant"))
-    permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows,
-                                      p.a_perm, p.sa_perm, false, rows_then_combine ? nullptr : p.y_acc, stream,
-                                      p.counters, kCounters);
-  moe_stage_mark("permute_quant", stream);
   const MoeLoadEstimate load = moe_expected_load(a.num_tokens, a.top_k, a.num_experts, a.local_count);
+  // GEMM1's activations: quantized once per token either way; then either permuted copies (one
+  // per slot, TMA tiles) or the tokens in place, gathered row by row by GEMM1. The pass also
+  // zeroes y_acc (no memset launch) and the GEMMs' tile counters. Gathered, the token-major xq / sx
+  // live in the permuted buffers' space (T <= rows).
+  const bool gather = moe_gemm1_gather(a.gemm1_input, a.num_tokens, a.hidden, load);
+  float* zero_acc = rows_then_combine ? nullptr : p.y_acc;
+  if (gather) {
+    if (!moe_diag_skip("permute_quant"))
+      quantize_tokens_zeroing(a.x, a.num_tokens, a.hidden, p.a_perm, p.sa_perm, zero_acc, stream, p.counters,
+                              kCounters);
+    moe_stage_mark("quantize", stream);
+  } else {
+    if (!moe_diag_skip("permute_quant"))
+      permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows,
+                                        p.a_perm, p.sa_perm, false, zero_acc, stream, p.counters, kCounters);
+    moe_stage_mark("permute_quant", stream);
+  }
 
   MoeGemm1Args g1;
   g1.a = p.a_perm;
   g1.sa = p.sa_perm;
+  if (gather) {
+    g1.a_tokens = p.a_perm;
+    g1.sa_tokens = p.sa_perm;
+    g1.num_tokens = a.num_tokens;
+    g1.row_map = sort.permuted_to_expanded;
+    g1.top_k = a.top_k;
+  }
   g1.rows = p.rows;
   g1.hidden = a.hidden;
   g1.inter = a.inter;

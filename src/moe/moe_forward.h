@@ -36,6 +36,7 @@ struct MoeForwardArgs {
   float limit = 0.0f;                     ///< SwiGLU clamp (≤ 0: none)
   bool deterministic = false;             ///< bit-identical output run to run (ordered combine)
   int gemm1_promote_k = 0;                ///< MoeConfig::gemm1_promote_k (0: automatic)
+  int gemm1_input = 0;                    ///< MoeConfig::gemm1_input as int (0 auto, 1 permuted, 2 gathered)
   const void* x = nullptr;                ///< bf16 [T, H]
   const int32_t* topk_ids = nullptr;      ///< [T, k] (ignored with routing)
   const float* topk_weights = nullptr;    ///< [T, k] (ignored with routing)

@@ -63,6 +63,23 @@ int gemm1_promote_k(int requested, const MoeLoadEstimate& e) {
 
 }  // namespace
 
+bool moe_gemm1_gather(int requested, int64_t num_tokens, int64_t hidden, const MoeLoadEstimate& e) {
+  static const int forced = [] {
+    const char* v = std::getenv("MOEKIT_GEMM1_GATHER");
+    return v && *v ? (v[0] == '0' ? 1 : 2) : 0;
+  }();
+  const int mode = forced ? forced : requested;
+  if (num_tokens * hidden >= (int64_t(1) << 32)) return false;  // 32-bit token offsets in the kernel
+  if (mode == 1) return false;
+  if (mode == 2) return true;
+  // Automatic, from the A/B on the H100 (deepseek-v3, docs/perf-notes.md v13): the gather is
+  // faster from T = 2 while GEMM1 runs single 64-row tiles (< 128 expected rows per expert; -4.6% at
+  // T = 1024, -5.8% at T = 2048: the quantize pass writes T rows instead of T * k), slower once it
+  // runs the multicast pairs (T >= 4096: GEMM1 +4.5%, more than the copy saves), and 1.6 µs slower
+  // at T = 1 (its K loop runs longer there; not understood).
+  return num_tokens >= 2 && e.rows_per_active < 128;
+}
+
 bool moe_dynamic_scheduling(int gemm) {
   // "0": both static; "g1" / "g2": only that GEMM dynamic; anything else (or unset): both dynamic.
   static const int mask = [] {
@@ -130,9 +147,28 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
     p.tile_counter = dynamic_counter(1, a.tile_counter, a.force_dynamic, a.expected, n, c);
     p.sched_one_pass = p.tile_counter != nullptr && a.expected.rows_per_active > 64 ? 1u : 0u;
   }
-  const Fp8GemmOperands op{a.a,  a.hidden, a.sa, a.w1p,  a.hidden, a.sw1p, a.hq, a.inter,
-                           a.rows, a.num_experts * n, n, a.hidden};
-  launch_fp8_gemm(c, "moe_gemm1_swiglu_contiguous", op, p, stream, family);
+  Fp8GemmOperands op{a.a,  a.hidden, a.sa, a.w1p,  a.hidden, a.sw1p, a.hq, a.inter,
+                     a.rows, a.num_experts * n, n, a.hidden};
+  const bool gather = a.a_tokens != nullptr;
+  if (gather) {
+    // The kernel addresses token rows with 32-bit byte offsets.
+    MOEKIT_REQUIRE(a.num_tokens >= 1 && a.num_tokens * a.hidden < (int64_t(1) << 32) && a.top_k >= 1 && a.row_map &&
+                       a.sa_tokens,
+                   ErrorCode::kInvalidArgument, "moe_gemm1_swiglu: gather variant needs T * H < 2^32 (T = ",
+                   a.num_tokens, ", H = ", a.hidden, "), top_k >= 1, row_map and token scales");
+    p.a_gather = static_cast<const unsigned char*>(a.a_tokens);
+    p.a_gather_ld = static_cast<unsigned>(a.hidden);
+    p.sa_gather = a.sa_tokens;
+    p.sa_gather_ld = static_cast<unsigned>(sfa_ld(a.num_tokens));
+    p.row_map = a.row_map;
+    p.top_k = static_cast<unsigned>(a.top_k);
+    // The A TMA maps are built (and prefetched) but never loaded from.
+    op.a = a.a_tokens;
+    op.sa = a.sa_tokens;
+    op.a_rows = a.num_tokens;
+  }
+  launch_fp8_gemm(c, gather ? "moe_gemm1_swiglu_gather_contiguous" : "moe_gemm1_swiglu_contiguous", op, p, stream,
+                  family);
 }
 
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {

@@ -20,10 +20,18 @@ constexpr int64_t kW1ChunkRows = 256;
 /// Rows of the prepared W1 per expert: gate and up interleaved by 64 rows, I padded to 128.
 int64_t moe_prepared_w1_rows(int64_t inter);
 
-/// GEMM1 + SwiGLU (+clamp) + 1x128 FP8 requantization of h.
+/// GEMM1 + SwiGLU (+clamp) + 1x128 FP8 requantization of h. A comes either permuted (`a`, `sa`:
+/// one copy per slot, rows sorted by expert) or, with `a_tokens` set, gathered: each token
+/// quantized once, row r of the contiguous layout read from token row_map[r] / top_k (the gather
+/// variant; no permuted copy).
 struct MoeGemm1Args {
   const void* a = nullptr;    ///< FP8 [rows, H] permuted activations (row stride H)
   const float* sa = nullptr;  ///< their scales, physical A-scale layout over `rows`
+  const void* a_tokens = nullptr;   ///< gather variant: FP8 [num_tokens, H] (row stride H)
+  const float* sa_tokens = nullptr; ///< gather variant: their scales, physical layout over num_tokens
+  int64_t num_tokens = 0;           ///< gather variant: T (T * H < 2^32)
+  const int32_t* row_map = nullptr; ///< gather variant: permuted_to_expanded [rows]
+  int top_k = 0;                    ///< gather variant: k
   int64_t rows = 0;           ///< allocated rows (moe_sort_rows_bound), multiple of 128
   int64_t hidden = 0;         ///< H = K
   int64_t inter = 0;          ///< I
@@ -67,6 +75,12 @@ struct MoeGemm2Args {
   bool force_dynamic = false;        ///< as MoeGemm1Args::force_dynamic
 };
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream);
+
+/// Whether GEMM1 gathers its A rows by token (MoeGemm1Args::a_tokens) instead of reading a
+/// permuted copy: `requested` is MoeConfig::gemm1_input as int (0 automatic, 1 permuted, 2
+/// gathered); the gather needs T * H < 2^32. The diagnostic knob MOEKIT_GEMM1_GATHER=0|1 (not API,
+/// read once) overrides the request.
+bool moe_gemm1_gather(int requested, int64_t num_tokens, int64_t hidden, const MoeLoadEstimate& e);
 
 /// Whether MoE GEMM `gemm` (1 or 2) takes tiles dynamically when given a counter: on unless the
 /// diagnostic environment knob MOEKIT_MOE_DYNAMIC (A/B measurements) turns it off: 0 = both

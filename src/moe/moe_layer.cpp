@@ -95,6 +95,10 @@ void MoeLayer::validate(const MoeConfig& c) {
   MOEKIT_REQUIRE(c.gemm1_promote_k == 0 || c.gemm1_promote_k == 32 || c.gemm1_promote_k == 64 ||
                      c.gemm1_promote_k == 128,
                  kInv, fn, ": gemm1_promote_k = ", c.gemm1_promote_k, " must be 0 (automatic), 32, 64 or 128");
+  MOEKIT_REQUIRE(c.gemm1_input == MoeGemm1Input::kAuto || c.gemm1_input == MoeGemm1Input::kPermuted ||
+                     c.gemm1_input == MoeGemm1Input::kGathered,
+                 kInv, fn, ": gemm1_input = ", static_cast<int>(c.gemm1_input),
+                 " must be MoeGemm1Input::kAuto, kPermuted or kGathered");
   MOEKIT_REQUIRE(!std::isnan(c.limit) && c.limit != INFINITY, kInv, fn, ": limit = ", c.limit,
                  " must be finite (use 0 for no clamp)");
   if (c.local_count == 0) {
@@ -215,6 +219,7 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   f.limit = config_.limit;
   f.deterministic = config_.deterministic;
   f.gemm1_promote_k = config_.gemm1_promote_k;
+  f.gemm1_input = static_cast<int>(config_.gemm1_input);
   f.x = a.x;
   f.topk_ids = ids;
   f.topk_weights = weights;

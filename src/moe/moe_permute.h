@@ -14,4 +14,10 @@ void permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_
                                        float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream,
                                        unsigned* zero_u32 = nullptr, int num_zero_u32 = 0);
 
+/// Quantizes each token of x [T, H] bf16 once (1x128 scales, as quantize_act_1x128) into xq
+/// [T, H] FP8 and sx (physical A-scale layout over T rows) — the gather variant's GEMM1 input —
+/// with the same zeroing duties as permute_quantize_by_token_zeroing. PDL: writes after the wait.
+void quantize_tokens_zeroing(const void* x, int64_t num_tokens, int64_t hidden, void* xq, float* sx, float* zero_acc,
+                             cudaStream_t stream, unsigned* zero_u32 = nullptr, int num_zero_u32 = 0);
+
 }  // namespace moekit::detail

@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kThreads) gather_rows_kernel(const GatherParam
 
 struct ScatterParams {
   const uint16_t* x;                 // [T, H] bf16
-  const int32_t* expanded_to_permuted;  // [T * k]
+  const int32_t* expanded_to_permuted;  // [T * k]; null: token mode (token t → row t, top_k 1)
   uint8_t* a_perm;                   // [rows, H] FP8
   float* sa_perm;                    // [groups, sa_ld]
   int64_t units;                     // T * chunks_per_row
@@ -390,7 +390,6 @@ __device__ __forceinline__ void scatter_unit(const ScatterParams& p, int64_t row
   const int lane = threadIdx.x & 31;
   const int sub = lane & 15;
   const int g0 = chunk * (2 * U) + (lane >> 4);
-  const int32_t* dst = p.expanded_to_permuted + row * p.top_k;
   if (p.zero_acc) {  // the unit's columns of the token's FP32 accumulator row
     const int c_end = (chunk + 1) * (2 * U) * 128 < p.hidden ? (chunk + 1) * (2 * U) * 128 : p.hidden;
     float* acc_row = p.zero_acc + row * p.hidden;
@@ -399,7 +398,9 @@ __device__ __forceinline__ void scatter_unit(const ScatterParams& p, int64_t row
   }
   for (int j0 = 0; j0 < p.top_k; j0 += 32) {
     const int nj = p.top_k - j0 < 32 ? p.top_k - j0 : 32;
-    int32_t mine = lane < nj ? __ldg(dst + j0 + lane) : -1;
+    // Token mode (no map): the token's own row.
+    int32_t mine = -1;
+    if (lane < nj) mine = p.expanded_to_permuted ? __ldg(p.expanded_to_permuted + row * p.top_k + j0 + lane) : int32_t(row);
     if (mine < 0 || int64_t(mine) >= p.rows) mine = -1;  // dropped slot, or a row outside the buffer
     // FP8 codes: row by row, each lane its 8 columns of every group of the unit.
     for (int j = 0; j < nj; ++j) {
@@ -759,8 +760,19 @@ void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top
 void permute_quantize_by_token(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
                                const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm, float* sa_perm,
                                bool ue8m0, cudaStream_t stream) {
+  MOEKIT_REQUIRE(expanded_to_permuted || num_tokens == 0 || rows_bound == 0, ErrorCode::kInvalidArgument,
+                 "moekit::permute_quantize_by_token: expanded_to_permuted is required when num_tokens = ", num_tokens,
+                 " > 0 and rows_bound = ", rows_bound, " > 0");
   detail::permute_quantize_by_token_zeroing(x, num_tokens, hidden, top_k, expanded_to_permuted, rows_bound, a_perm,
                                             sa_perm, ue8m0, nullptr, stream);
+}
+
+void detail::quantize_tokens_zeroing(const void* x, int64_t num_tokens, int64_t hidden, void* xq, float* sx,
+                                     float* zero_acc, cudaStream_t stream, unsigned* zero_u32, int num_zero_u32) {
+  MOEKIT_REQUIRE(x && xq && sx, ErrorCode::kInvalidArgument, "moekit::detail::quantize_tokens_zeroing: x, xq and sx "
+                 "are required");
+  permute_quantize_by_token_zeroing(x, num_tokens, hidden, 1, nullptr, num_tokens, xq, sx, false, zero_acc, stream,
+                                    zero_u32, num_zero_u32);
 }
 
 void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
@@ -781,8 +793,10 @@ void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens
                  num_tokens, " * ", top_k, " must be < 2^31");
   MOEKIT_REQUIRE(rows_bound >= 0 && rows_bound <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": rows_bound = ",
                  rows_bound, " must be in [0, 2^31)");
+  // Token mode (internal, quantize_tokens_zeroing): no map, rows_bound == num_tokens.
+  const bool token_mode = expanded_to_permuted == nullptr && top_k == 1 && rows_bound == num_tokens;
   if (num_tokens > 0 && rows_bound > 0) {
-    MOEKIT_REQUIRE(x && expanded_to_permuted && a_perm && sa_perm, ErrorCode::kInvalidArgument, fn,
+    MOEKIT_REQUIRE(x && (expanded_to_permuted || token_mode) && a_perm && sa_perm, ErrorCode::kInvalidArgument, fn,
                    ": x, expanded_to_permuted, a_perm and sa_perm are required when num_tokens = ", num_tokens,
                    " > 0 and rows_bound = ", rows_bound, " > 0");
   }

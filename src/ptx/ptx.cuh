@@ -159,6 +159,25 @@ __device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TmaDescript
       : "memory");
 }
 
+// ------------------------------------------------------------------------------------------------
+// Per-thread asynchronous copies (cp.async, "LDGSTS"): gathers whose rows TMA cannot address.
+// Their completion is tracked on an mbarrier with cp_async_mbar_arrive_noinc; the writes are made
+// by the generic proxy, so a consumer that reads them with wgmma (async proxy) must execute
+// fence_proxy_async_smem after its wait.
+// ------------------------------------------------------------------------------------------------
+
+/// 16 bytes global → shared (`dst` and `src` 16-byte aligned). Only the first `src_bytes` (0 or
+/// 16) are read; the rest of the 16 bytes are zero-filled. Bypasses L1 (.cg).
+__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, u32 src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+/// One arrival on mbarrier `bar` once every cp.async this thread issued before has completed.
+/// .noinc: the barrier's expected count must include this arrival (mbar_init).
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
 /// 2D tile store shared → global (out-of-bounds parts of the box are not written).
 __device__ __forceinline__ void tma_store_2d(const TmaDescriptor* desc, u32 src, i32 c0, i32 c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];"

@@ -68,7 +68,7 @@ TEST(Jit, GroupedGemmFamiliesCompileForSm90a) {
 }
 
 // The MoE layer's fused GEMMs: GEMM1 (two warpgroups along N, 64-row B scales, SwiGLU + FP8
-// requant epilogue) and GEMM2 (scatter-add epilogue), contiguous and masked schedulers.
+// requant epilogue; A by TMA or gathered by token) and GEMM2 (scatter-add epilogue), contiguous and masked schedulers.
 TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
   moekit::detail::Fp8GemmFamily family;
   family.header = "kernels/sm90/moe_gemm.cuh";
@@ -82,6 +82,8 @@ TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
                         {"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 1}, 2, 64},  // chains of 64 of K
                         {"moe_gemm1_swiglu_masked", {64, 256, 4, 1, 132, 1}, 2, 32},      // chains of 32
                         {"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 2}, 2, 64},  // B multicast pairs
+                        {"moe_gemm1_swiglu_gather_contiguous", {64, 256, 5, 8, 132, 1}, 2, 32},  // A by token
+                        {"moe_gemm1_swiglu_gather_contiguous", {64, 256, 5, 8, 132, 2}, 2, 64},
                         {"moe_gemm1_swiglu_masked", {64, 256, 4, 1, 132, 1}, 2, 128},
                         {"moe_gemm2_scatter_contiguous", {128, 128, 6, 8, 132, 1}, 1, 128},
                         {"moe_gemm2_scatter_masked", {64, 160, 6, 1, 132, 1}, 1, 128}};

@@ -97,6 +97,19 @@ TEST(MoeLayerConfig, Gemm1PromoteK) {
   }
 }
 
+TEST(MoeLayerConfig, Gemm1Input) {
+  MoeConfig c = base_config();
+  EXPECT_EQ(c.gemm1_input, moekit::MoeGemm1Input::kAuto);  // automatic by default
+  for (auto v : {moekit::MoeGemm1Input::kAuto, moekit::MoeGemm1Input::kPermuted, moekit::MoeGemm1Input::kGathered}) {
+    c.gemm1_input = v;
+    EXPECT_NO_THROW(MoeLayer::validate(c)) << static_cast<int>(v);
+  }
+  for (int v : {-1, 3}) {
+    c.gemm1_input = static_cast<moekit::MoeGemm1Input>(v);
+    expect_rejected(c, "gemm1_input");
+  }
+}
+
 TEST(MoeLayerConfig, RejectsBadShapes) {
   MoeConfig c = base_config();
   c.num_experts = 0;

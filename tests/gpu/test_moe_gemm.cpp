@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -181,6 +182,132 @@ TEST(MoeGemm1Swiglu, MatchesReference) {
               100 * share[2]);
   EXPECT_LT(share[1], 0.9 * share[0]);
   EXPECT_LT(share[2], 0.9 * share[1]);
+}
+
+// The gather variant reads row r's A from token row_map[r] / k of a token-major tensor instead of
+// a permuted copy. Given the same bytes (the permuted copy built from the tokens on the host), both
+// variants must produce bit-identical h codes and scales on every valid row. (Padding rows of a
+// partly valid 64-row tile are written — GEMM1 stores whole tiles of its internal h buffer, and
+// GEMM2 never reads them as results — so they are not compared.)
+TEST(MoeGemm1Swiglu, GatherMatchesPermuted) {
+  struct Case {
+    int64_t h, inter;
+    std::vector<int32_t> counts;
+    int top_k;
+    int64_t expected_rows;  // as in MatchesReference: ≥ 128 runs the multicast pairs
+  };
+  const Case cases[] = {{256, 256, {5, 0, 70, 1}, 3, 16},
+                        {2880, 2880, {2, 65}, 4, 16},              // K tail (H % 128 = 64)
+                        {768, 320, {200, 0, 130, 64, 1}, 8, 256},  // multicast pairs, ghost tiles
+                        {640, 256, {150, 7, 0, 129, 64}, 2, 100},  // dynamic one-pass order
+                        {1664, 384, {1, 70}, 1, 1}};
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "H=" << c.h << " I=" << c.inter << " k=" << c.top_k
+                                      << " expected_rows=" << c.expected_rows);
+    const int e = int(c.counts.size());
+    const Grouping gr = make_grouping(c.counts);
+    const int64_t rows = gr.rows, h = c.h, inter = c.inter, kbh = moekit::ceil_div(h, 128);
+    int64_t valid = 0;
+    for (int32_t n : c.counts) valid += n;
+    const int64_t tokens = valid / c.top_k + 3;
+    std::mt19937_64 rng(seed);
+    // Every valid row is a distinct slot of some token; padding rows map to -1.
+    std::vector<int32_t> slots(size_t(tokens * c.top_k));
+    for (size_t i = 0; i < slots.size(); ++i) slots[i] = int32_t(i);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    std::vector<int32_t> row_map(size_t(rows), -1);
+    size_t next = 0;
+    for (int ex = 0; ex < e; ++ex)
+      for (int32_t i = 0; i < c.counts[size_t(ex)]; ++i) row_map[size_t(gr.offsets[size_t(ex)] + i)] = slots[next++];
+    // Token-major activations and scales; the permuted copy built from them on the host.
+    std::vector<uint8_t> xq(size_t(tokens * h));
+    std::vector<float> xs(size_t(tokens * kbh));
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(2e-3f, 4e-3f);
+    for (auto& v : xq) {
+      v = uint8_t(byte(rng));
+      if ((v & 0x7F) == 0x7F) v ^= 1;  // no NaN codes
+    }
+    for (auto& v : xs) v = scale(rng);
+    std::vector<uint8_t> a(size_t(rows * h), 0);
+    std::vector<float> as(size_t(rows * kbh), 1.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (row_map[size_t(r)] < 0) continue;
+      const int64_t t = row_map[size_t(r)] / c.top_k;
+      std::copy_n(xq.begin() + t * h, h, a.begin() + r * h);
+      std::copy_n(xs.begin() + t * kbh, kbh, as.begin() + r * kbh);
+    }
+    std::vector<float> as_phys(size_t(moekit::sfa_physical_size(rows, h))), xs_phys(size_t(moekit::sfa_physical_size(tokens, h)));
+    moekit::sfa_logical_to_physical(as.data(), rows, h, as_phys.data());
+    moekit::sfa_logical_to_physical(xs.data(), tokens, h, xs_phys.data());
+
+    moekit::test::Stream s;
+    const int64_t n_sw1 = e * moekit::ceil_div(2 * inter, 128) * kbh;
+    DeviceBuffer da(a.size()), das(as_phys.size() * 4), dx(xq.size()), dxs(xs_phys.size() * 4), dmap(row_map.size() * 4),
+        w1(size_t(e * 2 * inter * h)), sw1(size_t(n_sw1 * 4)), offs(gr.offsets.size() * 4), cnts(size_t(e) * 4);
+    da.upload(a);
+    das.upload(as_phys);
+    dx.upload(xq);
+    dxs.upload(xs_phys);
+    dmap.upload(row_map);
+    offs.upload(gr.offsets);
+    cnts.upload(gr.counts);
+    moekit::detail::fill_random_e4m3(w1.get(), e * 2 * inter * h, seed + 3, s);
+    moekit::detail::fill_random_f32(sw1.as<float>(), n_sw1, 2e-3f, 4e-3f, seed + 4, s);
+    const auto sizes = moekit::detail::moe_prepared_sizes(e, h, inter);
+    DeviceBuffer w1p(sizes.w1_bytes), sw1p(sizes.sw1_bytes);
+    moekit::detail::moe_prepare_w1(w1.get(), sw1.as<float>(), e, h, inter, w1p.get(), sw1p.as<float>(), s);
+    const size_t n_sh = size_t(moekit::sfa_physical_size(rows, inter));
+    std::vector<uint8_t> q[2];
+    std::vector<float> sc[2];
+    for (int variant = 0; variant < 2; ++variant) {
+      DeviceBuffer hq(size_t(rows * inter)), sh(n_sh * 4);
+      hq.fill_bytes(0xFF);
+      sh.fill_bytes(0xFF);
+      moekit::detail::MoeGemm1Args g;
+      g.a = da.get(); g.sa = das.as<float>(); g.rows = rows; g.hidden = h; g.inter = inter; g.num_experts = e;
+      g.offsets = offs.as<int32_t>(); g.counts = cnts.as<int32_t>(); g.w1p = w1p.get(); g.sw1p = sw1p.as<float>();
+      g.hq = hq.get(); g.sh = sh.as<float>(); g.expected.active = e; g.expected.rows_per_active = c.expected_rows;
+      g.promote_k = 32;
+      DeviceBuffer counter(4);
+      if (c.expected_rows > 64 && c.expected_rows < 128) {
+        EXPECT_EQ(cudaMemsetAsync(counter.get(), 0, 4, s), cudaSuccess);
+        g.tile_counter = counter.as<unsigned>();
+        g.force_dynamic = true;
+      }
+      if (variant == 1) {
+        g.a_tokens = dx.get();
+        g.sa_tokens = dxs.as<float>();
+        g.num_tokens = tokens;
+        g.row_map = dmap.as<int32_t>();
+        g.top_k = c.top_k;
+      }
+      moekit::detail::moe_gemm1_swiglu(g, s);
+      moekit::test::finish(s, variant ? "moe_gemm1_swiglu gather" : "moe_gemm1_swiglu");
+      q[variant] = hq.download<uint8_t>(size_t(rows * inter));
+      sc[variant] = sh.download<float>(n_sh);
+    }
+    const int64_t sld = moekit::sfa_ld(rows), kbi = moekit::ceil_div(inter, 128);
+    int64_t diff = 0, compared = 0, poisoned = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (row_map[size_t(r)] < 0) continue;
+      for (int64_t col = 0; col < inter; ++col) {
+        const uint8_t g0 = q[0][size_t(r * inter + col)], g1 = q[1][size_t(r * inter + col)];
+        diff += g0 != g1;
+        poisoned += g1 == 0xFF;  // 0xFF is a NaN code: the poison survived
+        ++compared;
+      }
+      for (int64_t b = 0; b < kbi; ++b) {
+        const float s0 = sc[0][size_t(b * sld + r)], s1 = sc[1][size_t(b * sld + r)];
+        diff += std::memcmp(&s0, &s1, 4) != 0;
+      }
+    }
+    EXPECT_EQ(compared, valid * inter);
+    EXPECT_EQ(poisoned, 0) << "valid rows left unwritten";
+    EXPECT_EQ(diff, 0) << "h codes / scales differ between the permuted and the gathered A";
+    seed += 10;
+  }
 }
 
 // GEMM2: y_acc[t] += w[t*k+j] * (W2[e] · h_row) for every valid row; padding rows and rows mapped

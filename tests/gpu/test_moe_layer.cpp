@@ -800,4 +800,35 @@ TEST(MoeLayer, DeterministicRunsAreBitIdentical) {
   }
 }
 
+// GEMM1's two activation paths (MoeConfig::gemm1_input) quantize each token once and feed GEMM1
+// the same bytes, so in the deterministic mode y must be bit-identical between them — with
+// duplicate, -1 and invalid ids, the K tail of the gpt-oss shape (H = 2880), an EP slice, and T from
+// decode (8-row A boxes vs gathered rows) to prefill (multicast pairs).
+TEST(MoeLayer, GatheredAndPermutedActivationsAreBitIdentical) {
+  moekit::test::Stream s;
+  struct Case {
+    int e, k;
+    int64_t h, i;
+    int local_offset, local_count;
+  };
+  for (const Case& cs : {Case{64, 6, 2048, 1408, 0, 0}, Case{32, 4, 2880, 2880, 8, 16}}) {
+    const Weights W(cs.e, cs.h, cs.i, 21);
+    MoeConfig c = small_config(cs.e, cs.k, cs.h, cs.i);
+    c.local_offset = cs.local_offset;
+    c.local_count = cs.local_count;
+    c.gemm1_input = moekit::MoeGemm1Input::kPermuted;
+    const Layer permuted(c, W, s);
+    c.gemm1_input = moekit::MoeGemm1Input::kGathered;
+    const Layer gathered(c, W, s);
+    for (int64_t t : {1, 7, 300, 2500}) {
+      SCOPED_TRACE(::testing::Message() << "E=" << cs.e << " H=" << cs.h << " T=" << t);
+      Inputs in = make_x(t, c.hidden, 190 + uint64_t(t));
+      random_ids(in, c, 200 + uint64_t(t), true);
+      const Result a = run(permuted, in, false, s), b = run(gathered, in, false, s);
+      EXPECT_EQ(a.y, b.y);
+      EXPECT_EQ(a.invalid, b.invalid);
+    }
+  }
+}
+
 }  // namespace

@@ -86,7 +86,11 @@ struct KBlockScales {
 ///    warpgroup.
 ///  * chained (kPromoteK < 128): the K block's parts each start a fresh tensor-core chain, their
 ///    FP32 sums are added and promoted once; serial like the above.
-template <class T>
+/// kGatherA: A arrives by cp.async (GatherALoader), written by the generic proxy, so each stage
+/// is fenced towards the async proxy (wgmma) after its wait; the A scales are read from the
+/// token-major scales in global memory by each row's token, one K block ahead (their L2 latency
+/// exposed in every K block measured +2 µs at T = 1 and +8% at T = 1024, perf-notes v13).
+template <class T, bool kGatherA = false>
 struct Fp8GemmMath {
   using Mma = ptx::WgmmaE4M3<T::kWgCols>;
   static constexpr int kAcc = T::kWgCols / 2;
@@ -103,6 +107,15 @@ struct Fp8GemmMath {
   const float* sb_row1 = nullptr;
   u32 num_former = 0;  // 8-column chunks that use the first B-scale block
   u32 sfa_row = 0;     // this thread's first row in the A-scale stage (r0 + m0 % 4)
+  u32 tok0 = 0, tok1 = 0;  // kGatherA: the tokens of this thread's two rows (0 for rows without one)
+  float pre_sa0 = 0.0f, pre_sa1 = 0.0f;  // kGatherA: their scales of the next K block
+
+  /// kGatherA: requests the A scales of K block kb (used by the next wait_stage).
+  __device__ __forceinline__ void prefetch_sa(u32 kb) {
+    const float* sa = p.sa_gather + ptx::u64(kb) * p.sa_gather_ld;
+    pre_sa0 = __ldg(sa + tok0);
+    pre_sa1 = __ldg(sa + tok1);
+  }
 
   __device__ __forceinline__ void advance() {
     if (++stage == T::kStages) {
@@ -123,15 +136,30 @@ struct Fp8GemmMath {
     const u32 left = u32(T::kSbRows) - n_wg % u32(T::kSbRows);
     num_former = T::kUniformSfb ? u32(T::kWgCols) / 8 : (left < u32(T::kWgCols) ? left : u32(T::kWgCols)) / 8;
     sfa_row = th.wm * 64 + r0 + (t.m0 & 3u);
+    if constexpr (kGatherA) {
+      auto token_of = [&](u32 row) {
+        const int e = row < t.valid_rows ? __ldg(p.row_map + t.m0 + row) : -1;
+        return e >= 0 ? u32(e) / p.top_k : 0u;  // a row without a token reads any valid scale
+      };
+      tok0 = token_of(th.wm * 64 + r0);
+      tok1 = token_of(th.wm * 64 + r0 + 8);
+    }
   }
 
   /// Waits for the current stage and reads its scales.
   __device__ __forceinline__ KBlockScales wait_stage(u32 kb) {
     ptx::mbar_wait(s_full + 8 * stage, phase);
-    const float* sfa = sfa_smem + stage * (T::kSmemSfa / 4);  // stages are padded past the box
     KBlockScales s;
-    s.sa0 = sfa[sfa_row];
-    s.sa1 = sfa[sfa_row + 8];
+    if constexpr (kGatherA) {
+      ptx::fence_proxy_async_smem();
+      s.sa0 = pre_sa0;
+      s.sa1 = pre_sa1;
+      if (kb + 1 < p.num_kb) prefetch_sa(kb + 1);
+    } else {
+      const float* sfa = sfa_smem + stage * (T::kSmemSfa / 4);  // stages are padded past the box
+      s.sa0 = sfa[sfa_row];
+      s.sa1 = sfa[sfa_row + 8];
+    }
     s.sb0 = __ldg(sb_row0 + kb);
     s.sb1 = T::kUniformSfb ? s.sb0 : __ldg(sb_row1 + kb);
     return s;
@@ -359,15 +387,22 @@ struct TilePipe {
   }
 };
 
-template <class T, class Epilogue>
+template <class T, class Epilogue, bool kGatherA>
 __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 s_a, u32 s_b, u32 s_full,
                                               u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d,
                                               TilePipe& tiles) {
   // PDL: the math threads touch nothing global the previous kernel writes before it is done (the
-  // producer may schedule earlier, GemmParams::pdl_early).
-  if (p.pdl) ptx::griddep_wait();
-  if (p.pdl && threadIdx.x == 0) ptx::griddep_launch_dependents();  // only after this CTA's wait
-  Fp8GemmMath<T> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
+  // producer may schedule earlier, GemmParams::pdl_early). The gather variant under pdl_early looks
+  // up its first tile's tokens first (the row map is as old as the group layout), so that chain of
+  // dependent reads overlaps the previous kernel instead of delaying the first MMAs.
+  bool waited = p.pdl == 0;
+  auto pdl_wait = [&] {
+    ptx::griddep_wait();
+    if (threadIdx.x == 0) ptx::griddep_launch_dependents();  // only after this CTA's wait
+    waited = true;
+  };
+  if (!waited && !(kGatherA && p.pdl_early)) pdl_wait();
+  Fp8GemmMath<T, kGatherA> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
   const u32 wg = threadIdx.x / 128;
   m.th.warpgroup = wg;
   m.th.wm = wg % u32(T::kWgM);
@@ -376,7 +411,7 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   m.th.lane = ptx::lane_id();
   m.r0 = m.th.warp * 16 + m.th.lane / 4;
 
-  float out[Fp8GemmMath<T>::kAcc];
+  float out[Fp8GemmMath<T, kGatherA>::kAcc];
   // Diagnostics (GemmParams::trace): timestamps go straight to global memory, so nothing extra
   // stays live in registers across the K loop.
   auto stamp = [&](u32 slot) {
@@ -388,6 +423,8 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
       if (!tiles.pop(t)) break;
       if (first) stamp(1);
       m.begin_tile(t);
+      if (!waited) pdl_wait();
+      if constexpr (kGatherA) m.prefetch_sa(0);
       if (first && p.trace != nullptr && threadIdx.x == 0) {
         ptx::mbar_wait(s_full + 8 * m.stage, m.phase);
         stamp(2);
@@ -401,13 +438,90 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
     stamp(4);
     tiles.release();
   }
+  if (!waited) pdl_wait();  // a CTA without tiles
   Epilogue::finish(m.th, p);
   stamp(5);
 }
 
+/// The gather variant's A loads (the MoE GEMM1 on token-major activations, GemmParams::a_gather):
+/// the producer warpgroup's warps 2 and 3 (64 threads) copy each tile row's 128-byte K block from
+/// its token's row with cp.async into the 128-byte swizzled stage, exactly where a TMA box would
+/// put it; then one arrival per thread on the stage's `full` barrier once its copies have landed
+/// (the math threads read the A scales from global memory). Thread g copies the 16-byte chunks
+/// g % 4 and g % 4 + 4 of rows g / 4 + 16 j (four rows per thread keep the producer's 40 registers
+/// spill-free; a warp instruction reads eight half rows). Rows past the tile's valid rows keep
+/// stale bytes (their results are never stored), as with the 8-row TMA boxes; K past `k` is
+/// zero-filled.
+inline constexpr u32 kGatherThreads = 64;
+
+template <class T>
+struct GatherALoader {
+  static constexpr u32 kThreads = kGatherThreads;
+  static constexpr u32 kRows = u32(T::kBlockM) / 16;  // rows per thread
+  static constexpr u32 kNone = ~0u;
+  static_assert(T::kBlockM == 64, "the gather variant runs 64-row tiles");
+
+  __device__ __forceinline__ static void run(const GemmParams& p, u32 g, u32 s_a, u32 s_full, u32 s_empty,
+                                             TilePipe& tiles) {
+    // The activations come from the previous kernel; the row map, under pdl_early, is as old as
+    // the group layout, so the first tile's tokens are looked up before the wait.
+    bool waited = p.pdl == 0;
+    if (!waited && !p.pdl_early) {
+      ptx::griddep_wait();
+      waited = true;
+    }
+    const u32 sub = g % 4, row0 = g / 4;
+    u32 stage = 0, phase = 0;
+    for (;;) {
+      Tile t;
+      const bool more = tiles.pop(t);
+      u32 token[kRows];  // byte offset of the row's token in a_gather (< 2^32, host-checked), or kNone
+#pragma unroll
+      for (u32 j = 0; j < kRows; ++j) {
+        const u32 r = row0 + 16 * j;
+        token[j] = kNone;
+        if (more && r < t.valid_rows) {
+          const int e = __ldg(p.row_map + t.m0 + r);
+          if (e >= 0) token[j] = u32(e) / p.top_k * p.a_gather_ld;
+        }
+      }
+      if (!waited) {
+        ptx::griddep_wait();
+        waited = true;
+      }
+      tiles.release();
+      if (!more) break;
+      for (u32 kb = 0; kb < p.num_kb; ++kb) {
+        ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
+        const u32 a_stage = s_a + stage * T::kSmemA;
+#pragma unroll
+        for (u32 h = 0; h < 2; ++h) {
+          const u32 chunk = sub + 4 * h;
+          const u32 col = kb * kGemmBlockK + chunk * 16;
+          const u32 bytes = col < p.k ? 16u : 0u;  // k is a multiple of 16
+          const u32 src_col = bytes ? col : 0u;
+#pragma unroll
+          for (u32 j = 0; j < kRows; ++j) {
+            if (token[j] == kNone) continue;
+            const u32 r = row0 + 16 * j;
+            ptx::cp_async_16(a_stage + r * kGemmBlockK + ((chunk ^ (r & 7u)) << 4), p.a_gather + (token[j] + src_col),
+                             bytes);
+          }
+        }
+        ptx::cp_async_mbar_arrive_noinc(s_full + 8 * stage);
+        if (++stage == T::kStages) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+    }
+  }
+};
+
 /// The whole kernel: shared-memory carve-up, barrier setup, producer and math roles. The epilogue's
-/// staging buffer (Epilogue::kSmemBytes, 1024-byte aligned) comes first.
-template <class T, class Scheduler, class Epilogue>
+/// staging buffer (Epilogue::kSmemBytes, 1024-byte aligned) comes first. kGatherA: A and its scales
+/// come from GatherALoader instead of TMA.
+template <class T, class Scheduler, class Epilogue, bool kGatherA = false>
 __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                   const ptx::TmaDescriptor& tma_sfa,
                                                   const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
@@ -433,12 +547,14 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   if (threadIdx.x == T::kMathThreads) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      ptx::mbar_init(s_full + 8 * s, 1);
+      // The load thread's arrival (+ TMA bytes), and with kGatherA one per gather thread.
+      ptx::mbar_init(s_full + 8 * s, 1 + (kGatherA ? kGatherThreads : 0u));
       ptx::mbar_init(s_empty + 8 * s, kCluster * T::kMathThreads / 32);  // every math warp of the cluster
     }
     for (u32 s = 0; s < kGemmTileSlots; ++s) {
       ptx::mbar_init(tiles.full() + 8 * s, 1);
-      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads / 32 + 1);  // math warps + the load thread
+      // Math warps + the load thread (+ the gather warps).
+      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads / 32 + 1 + (kGatherA ? kGatherThreads / 32 : 0u));
     }
     ptx::fence_mbar_init();
     ptx::tma_prefetch_descriptor(&tma_a);
@@ -489,7 +605,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         // A rows to load: the valid rows rounded up to whole boxes (a ghost tile loads none).
         const u32 a_need = (t.valid_rows + a_box - 1) / a_box * a_box;
         const u32 a_rows = a_need < u32(T::kBlockM) ? a_need : u32(T::kBlockM);
-        const u32 tx = T::kStageTxBytes - (u32(T::kBlockM) - a_rows) * kGemmBlockK;
+        const u32 tx = kGatherA ? T::kSmemB : T::kStageTxBytes - (u32(T::kBlockM) - a_rows) * kGemmBlockK;
         const BTileWalk bw(p, t);
         auto load_b = [&](u32 st, u32 kb) {
           const u32 full = s_full + 8 * st;
@@ -505,6 +621,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           }
         };
         auto load_a = [&](u32 st, u32 kb) {
+          if constexpr (kGatherA) return;  // GatherALoader's
           const u32 full = s_full + 8 * st;
           for (u32 r = 0; r < a_rows; r += a_box)
             ptx::tma_load_2d(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
@@ -537,11 +654,14 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           }
         }
       }
+    } else if constexpr (kGatherA) {
+      if (threadIdx.x >= T::kMathThreads + 64)  // warps 2 and 3
+        GatherALoader<T>::run(p, threadIdx.x - (T::kMathThreads + 64), s_a, s_full, s_empty, tiles);
     }
   } else {
     // ------------------------------------------------------------------ math warpgroups
     ptx::setmaxnreg_inc<T::kMathRegs>();
-    fp8_gemm_math<T, Epilogue>(p, s_d, s_a, s_b, s_full, s_empty, sfa_smem, tma_d, tiles);
+    fp8_gemm_math<T, Epilogue, kGatherA>(p, s_d, s_a, s_b, s_full, s_empty, sfa_smem, tma_d, tiles);
   }
   // No CTA may leave while a peer can still multicast into it or arrive on its barriers.
   if constexpr (kCluster > 1) ptx::cluster_sync();

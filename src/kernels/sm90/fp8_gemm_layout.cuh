@@ -94,8 +94,9 @@ struct GemmParams {
   /// (their smem rows keep stale bytes; padding rows' results are never stored or used).
   unsigned a_box_rows;
   /// PDL (programmatic dependent launch), 0 or 1: when 1 the schedulers read the group layout
-  /// (and find their first tile) *before* waiting for the previous kernel. Only for a group layout
-  /// written at least two launches back by a kernel chain in which every kernel triggers its
+  /// (and find their first tile), and the gather variant its first tile's row map, *before*
+  /// waiting for the previous kernel. Only for a group layout and row map written at least two
+  /// launches back by a kernel chain in which every kernel triggers its
   /// dependents only after its own wait (the MoE layer's chain: moe_sort → permute → GEMM1 → GEMM2).
   /// Prefetching the first tile's weights into L2 there as well was measured and gave nothing.
   unsigned pdl_early;
@@ -133,10 +134,17 @@ struct GemmParams {
   float limit;               ///< GEMM1: SwiGLU clamp when > 0
   float* sa_out;             ///< GEMM1: scales of the FP8 output, physical A-scale layout
   unsigned sa_out_ld;        ///< GEMM1: sfa_ld(rows) of sa_out
-  const int* row_map;        ///< GEMM2: expanded index (t * top_k + j) of each row, < 0 for padding
+  /// GEMM2 and gathered GEMM1: expanded index (t * top_k + j) of each row, < 0 for padding.
+  const int* row_map;
   const float* row_weight;   ///< GEMM2: router weight of each expanded index
   float* out_acc;            ///< GEMM2: FP32 [tokens, n] output that rows are scatter-added into
-  unsigned top_k;            ///< GEMM2: k
+  unsigned top_k;            ///< GEMM2 and gathered GEMM1: k
+  // Gathered A (the MoE GEMM1's gather variant, fp8_gemm.cuh GatherALoader): row r of a tile is
+  // token row_map[m0 + r] / top_k of a_gather, each token quantized once; the A TMA map is unused.
+  const unsigned char* a_gather;  ///< FP8 [tokens, k], rows a_gather_ld bytes apart
+  unsigned a_gather_ld;
+  const float* sa_gather;         ///< its scales, physical A-scale layout: [kb * sa_gather_ld + token]
+  unsigned sa_gather_ld;
 };
 
 inline constexpr unsigned kGemmTraceSlots = 6;
