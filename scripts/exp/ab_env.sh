@@ -3,8 +3,9 @@
 #   VARIANTS='-;MOEKIT_PDL_B_EARLY=0;MOEKIT_DIAG_SKIP=finalize' ROUNDS=3 BENCH_TOKENS=1,8 scripts/exp/ab_env.sh
 # VARIANTS: ';'-separated variants, each a space-separated list of env assignments ("-" = defaults).
 # Rounds interleave the variants so drift hits them alike. Prints one line per (round, variant, T).
+# BIN: the moekit binary (default ./build/moekit).
 export MOEKIT_CACHE_DIR=${MOEKIT_CACHE_DIR:-$PWD/.jitcache}
-B=./build/moekit
+B=${BIN:-./build/moekit}
 TOK=${BENCH_TOKENS:-1,8,64}
 IFS=';' read -ra VS <<< "${VARIANTS:--}"
 for round in $(seq 1 ${ROUNDS:-3}); do
