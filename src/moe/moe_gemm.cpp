@@ -73,10 +73,10 @@ bool moe_gemm1_gather(int requested, int64_t num_tokens, int64_t hidden, const M
   if (mode == 1) return false;
   if (mode == 2) return true;
   // Automatic, from the A/B on the H100 (deepseek-v3, docs/perf-notes.md v13): the gather is
-  // faster from T = 2 while GEMM1 runs single 64-row tiles (< 128 expected rows per expert; -4.6% at
-  // T = 1024, -5.8% at T = 2048: the quantize pass writes T rows instead of T * k), slower once it
-  // runs the multicast pairs (T >= 4096: GEMM1 +4.5%, more than the copy saves), and 1.6 µs slower
-  // at T = 1 (its K loop runs longer there; not understood).
+  // faster from T = 2 while GEMM1 runs single 64-row tiles (< 128 expected rows per expert; -4.1% at
+  // T = 1024, -5.4% at T = 2048: the quantize pass writes T rows instead of T * k), slower once it
+  // runs the multicast pairs (T >= 4096: +7..9% end to end, its GEMM1 slows by more than the copy
+  // saves), and ~1 µs slower at T = 1 (its K loop runs longer there; not understood).
   return num_tokens >= 2 && e.rows_per_active < 128;
 }
 

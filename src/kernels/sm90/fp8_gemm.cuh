@@ -463,7 +463,6 @@ inline constexpr u32 kGatherThreads = 64;
 
 template <class T>
 struct GatherALoader {
-  static constexpr u32 kThreads = kGatherThreads;
   static constexpr u32 kRows = u32(T::kBlockM) / 16;  // rows per thread
   static constexpr u32 kNone = ~0u;
   static_assert(T::kBlockM == 64, "the gather variant runs 64-row tiles");
@@ -526,8 +525,8 @@ struct GatherALoader {
 };
 
 /// The whole kernel: shared-memory carve-up, barrier setup, producer and math roles. The epilogue's
-/// staging buffer (Epilogue::kSmemBytes, 1024-byte aligned) comes first. kGatherA: A and its scales
-/// come from GatherALoader instead of TMA.
+/// staging buffer (Epilogue::kSmemBytes, 1024-byte aligned) comes first. kGatherA: A comes from
+/// GatherALoader instead of TMA, its scales from global memory (Fp8GemmMath).
 template <class T, class Scheduler, class Epilogue, bool kGatherA = false>
 __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                   const ptx::TmaDescriptor& tma_sfa,

@@ -1,7 +1,8 @@
 // The MoE layer's fused grouped GEMMs: the sm90 FP8 mainloop with the MoE epilogues
 // (kernels/sm90/epilogue_moe.cuh) and the contiguous or masked tile schedulers.
-//   moe_gemm1_swiglu_*  : A = permuted activations (_gather_: rows read by token), B = prepared W1 (gate/up interleaved by 64
-//                         rows, one B scale per 64 rows), out = FP8 h + its 1x128 scales.
+//   moe_gemm1_swiglu_*  : A = permuted activations (_gather_: rows read by token), B = prepared W1
+//                         (gate/up interleaved by 64 rows, one B scale per 64 rows), out = FP8 h +
+//                         its 1x128 scales.
 //   moe_gemm2_scatter_* : A = h, B = W2, out = FP32 scatter-add of router-weighted rows into y.
 #pragma once
 #include "kernels/sm90/epilogue_moe.cuh"
