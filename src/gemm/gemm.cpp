@@ -2,12 +2,15 @@
 // run-time compiled kernel and launch.
 #include "moekit/gemm.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
 #include <vector>
-#include <algorithm>
 
 #include "common/check.h"
 #include "gemm/gemm_launch.h"
@@ -95,9 +98,33 @@ CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes) {
 std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry,
                                    const Fp8GemmFamily& family) {
   const bool finer = family.promote_k != 128;
+  // Diagnostic knob (not API), for A/B runs of compile-time switches in the kernel headers:
+  // MOEKIT_JIT_DEFINES="NAME=VALUE[,| ]..." prepends a #define per item to every GEMM kernel's
+  // source (e.g. MOEKIT_WG_ORDER=0); the entry name gets a hash of the list, so the in-process
+  // kernel table and the disk cache keep the variants apart.
+  static const std::pair<std::string, std::string> defines = [] {
+    std::pair<std::string, std::string> d;
+    const char* v = std::getenv("MOEKIT_JIT_DEFINES");
+    if (!v || !*v) return d;
+    std::string item;
+    for (const char* q = v;; ++q) {
+      if (*q == ' ' || *q == ',' || *q == '\0') {
+        if (const size_t eq = item.find('='); !item.empty()) {
+          d.first += eq == std::string::npos ? concat("#define ", item, "\n")
+                                             : concat("#define ", item.substr(0, eq), " ", item.substr(eq + 1), "\n");
+        }
+        item.clear();
+        if (*q == '\0') break;
+      } else {
+        item += *q;
+      }
+    }
+    d.second = concat("_d", std::hash<std::string>{}(d.first) % 1000000007u);
+    return d;
+  }();
   *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast,
-                  finer ? concat("p", family.promote_k) : std::string());
-  return concat("#include \"", family.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
+                  finer ? concat("p", family.promote_k) : std::string(), defines.second);
+  return concat(defines.first, "#include \"", family.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
                 sm90::gemm_num_threads(c.block_m, family.wg_n), ", 1)\n", *entry,
                 "(const __grid_constant__ moekit::ptx::TmaDescriptor tma_a,\n"
                 " const __grid_constant__ moekit::ptx::TmaDescriptor tma_b,\n"

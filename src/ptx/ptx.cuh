@@ -213,6 +213,11 @@ __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+/// Arrives on named barrier `id` without waiting (the other threads of `threads` bar.sync on it).
+__device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 template <u32 N>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Device call (v14 final): GPU suite, bench gemm and bench grouped (with cuBLASLt), the main job (bench moe
+# deepseek-v3), then an A/B of the math warpgroups' issue order on the MoE layer at prefill (MOEKIT_WG_ORDER
+# via MOEKIT_JIT_DEFINES; GEMM1 never orders, GEMM2's contiguous rows GEMM does). SKIP_TESTS=1 skips the suite.
+export MOEKIT_CACHE_DIR=$PWD/.jitcache
+nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+t0=$(date +%s)
+if [ -z "$SKIP_TESTS" ]; then
+  timeout 330 ./build/moekit_gpu_tests > $OUT/gpu_tests.log 2>&1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure" $OUT/gpu_tests.log | head -20
+  echo "tests took $(( $(date +%s) - t0 )) s"
+fi
+timeout 200 ./build/moekit bench gemm > $OUT/bench_gemm.txt 2>&1
+grep -E "^ *[0-9]+ |geomean|bandwidth" $OUT/bench_gemm.txt | cut -c1-150
+timeout 200 ./build/moekit bench grouped > $OUT/bench_grouped.txt 2>&1
+grep -E "^(contiguous|masked|decode)|geomean" $OUT/bench_grouped.txt | cut -c1-150
+timeout 200 ./build/moekit bench moe --preset deepseek-v3 > $OUT/bench_moe.txt 2>&1
+grep -v "^# moekit" $OUT/bench_moe.txt | grep -E "^deepseek|^# stages|^preset" | cut -c1-150
+for r in 1 2; do
+  for v in MOEKIT_WG_ORDER=0 -; do
+    if [ "$v" = "-" ]; then d=""; else d="$v"; fi
+    MOEKIT_JIT_DEFINES="$d" timeout 200 ./build/moekit bench moe --preset deepseek-v3 --no-baseline --no-check \
+      --tokens 4096,16384 > $OUT/ab_r${r}_${v}.txt 2>&1
+    echo "r$r [$v] $(awk '$1 ~ /^deepseek/ {printf "T=%s %s | ", $2, $5}' $OUT/ab_r${r}_${v}.txt) $(grep -h '^# stages.*16384' $OUT/ab_r${r}_${v}.txt | cut -c1-160)"
+  done
+done
+echo "total $(( $(date +%s) - t0 )) s"
+(cd $OUT && tar czf check.tgz *.txt *.log && rm -f *.txt *.log)

@@ -1,0 +1,44 @@
+#!/bin/bash
+# Device call (v14): A/B of kernel compile-time switches (MOEKIT_JIT_DEFINES, e.g. the math warpgroups'
+# issue order MOEKIT_WG_ORDER; MOEKIT_MBAR_SUSPEND_NS, an mbarrier suspend hint, existed only in the build of
+# docs/runs/v14-ab-order-suspend-h100.txt and was removed). GPU suite on the default
+# build, then the variants over bench gemm (M = 4096 shapes), bench grouped and bench moe (deepseek-v3),
+# rounds interleaved. SKIP_TESTS=1 skips the suite; ROUNDS (2), MOE_TOKENS, GEMM_SHAPES and VARIANTS
+# (';'-separated, each a space-separated list of env assignments, "-" = defaults) override;
+# NO_GROUPED=1 skips bench grouped.
+export MOEKIT_CACHE_DIR=$PWD/.jitcache
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader
+t0=$(date +%s)
+if [ -z "$SKIP_TESTS" ]; then
+  timeout 330 ./build/moekit_gpu_tests ${GTEST_FILTER:+--gtest_filter=$GTEST_FILTER} > $OUT/gpu_tests.log 2>&1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure" $OUT/gpu_tests.log | head -20
+  echo "tests took $(( $(date +%s) - t0 )) s"
+fi
+S4096=4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048
+IFS=';' read -ra VS <<< "${VARIANTS:-MOEKIT_JIT_DEFINES=MOEKIT_WG_ORDER=0;-}"
+for r in $(seq 1 ${ROUNDS:-2}); do
+  for v in "${VS[@]}"; do
+    if [ "$v" = "-" ]; then envs=(MOEKIT_AB_DEFAULT=1); else read -ra envs <<< "$v"; fi
+    tag=$(echo "$v" | sed 's/MOEKIT_JIT_DEFINES=//; s/MOEKIT_//g; s/[ =,]/_/g')
+    env "${envs[@]}" timeout 200 ./build/moekit bench gemm --shapes ${GEMM_SHAPES:-$S4096} > $OUT/gemm_r${r}_$tag.txt 2>&1
+    [ -z "$NO_GROUPED" ] && env "${envs[@]}" timeout 200 ./build/moekit bench grouped > $OUT/grouped_r${r}_$tag.txt 2>&1
+    env "${envs[@]}" timeout 250 ./build/moekit bench moe --preset deepseek-v3 --no-baseline --no-check \
+      --tokens ${MOE_TOKENS:-1,64,1024,4096,16384} > $OUT/moe_r${r}_$tag.txt 2>&1
+    echo "round $r [$v] done at $(( $(date +%s) - t0 )) s"
+  done
+done
+echo "== bench gemm (us, TFLOPS, vs cuBLASLt fp8)"
+for f in $OUT/gemm_r*.txt; do
+  echo "$(basename $f .txt): $(awk '$1 ~ /^[0-9]+$/ && NF > 8 {printf "%sx%sx%s %s %s %s | ", $1, $2, $3, $5, $6, $9}' $f) $(grep -o 'M = 4096: *[0-9.]*x' $f)"
+done
+if [ -z "$NO_GROUPED" ]; then
+  echo "== bench grouped (us, TFLOPS)"
+  for f in $OUT/grouped_r*.txt; do
+    echo "$(basename $f .txt): $(awk '($1 == "contiguous" || $1 == "masked" || $1 == "decode") {printf "%s%s/%s/%s %s %s | ", substr($1,1,1), $2, $6, $7, $8, $9}' $f)"
+  done
+fi
+echo "== bench moe (T us)"
+for f in $OUT/moe_r*.txt; do
+  echo "$(basename $f .txt): $(awk '$1 ~ /^deepseek/ {printf "T=%s %s | ", $2, $5}' $f)"
+done
+echo "total $(( $(date +%s) - t0 )) s"
