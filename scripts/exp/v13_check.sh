@@ -3,14 +3,7 @@
 # environment knobs (default: MOEKIT_GEMM1_GATHER=0|1), the main job. Supersedes v12_check.sh (its A/B:
 # AB_VARIANTS='-;MOEKIT_GEMM1_PROMOTE_K=128') and v11_check.sh (AB_VARIANTS='-;MOEKIT_FUSED_ROUTE=0').
 # SKIP_TESTS=1 skips the suite; AB_VARIANTS / AB_TOKENS override the A/B; TRACE=1 adds per-CTA GEMM traces at T=1.
-export MOEKIT_CACHE_DIR=$PWD/.jitcache
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader
-t0=$(date +%s)
-if [ -z "$SKIP_TESTS" ]; then
-  timeout 330 ./build/moekit_gpu_tests ${GTEST_FILTER:+--gtest_filter=$GTEST_FILTER} > $OUT/gpu_tests.log 2>&1
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure" $OUT/gpu_tests.log | head -20
-  echo "tests took $(( $(date +%s) - t0 )) s"
-fi
+source scripts/exp/gpu_suite.sh
 if [ -n "$SANITIZE" ]; then
   t1=$(date +%s)
   M='RouteSortFusedGpu.*:MoeGemm1Swiglu.GatherMatchesPermuted:MoeLayer.AllTokensOnOneExpertAndEmptyExperts:MoeLayer.DuplicatesMinusOneAndInvalidIds:MoeLayer.NanRowsStayLocal:MoeLayer.GraphReplayWithNewLogitsMatchesEager'

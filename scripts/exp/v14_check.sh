@@ -2,14 +2,7 @@
 # Device call (v14 final): GPU suite, bench gemm and bench grouped (with cuBLASLt), the main job (bench moe
 # deepseek-v3), then an A/B of the math warpgroups' issue order on the MoE layer at prefill (MOEKIT_WG_ORDER
 # via MOEKIT_JIT_DEFINES; GEMM1 never orders, GEMM2's contiguous rows GEMM does). SKIP_TESTS=1 skips the suite.
-export MOEKIT_CACHE_DIR=$PWD/.jitcache
-nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
-t0=$(date +%s)
-if [ -z "$SKIP_TESTS" ]; then
-  timeout 330 ./build/moekit_gpu_tests > $OUT/gpu_tests.log 2>&1
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure" $OUT/gpu_tests.log | head -20
-  echo "tests took $(( $(date +%s) - t0 )) s"
-fi
+source scripts/exp/gpu_suite.sh
 timeout 200 ./build/moekit bench gemm > $OUT/bench_gemm.txt 2>&1
 grep -E "^ *[0-9]+ |geomean|bandwidth" $OUT/bench_gemm.txt | cut -c1-150
 timeout 200 ./build/moekit bench grouped > $OUT/bench_grouped.txt 2>&1

@@ -6,14 +6,7 @@
 # rounds interleaved. SKIP_TESTS=1 skips the suite; ROUNDS (2), MOE_TOKENS, GEMM_SHAPES and VARIANTS
 # (';'-separated, each a space-separated list of env assignments, "-" = defaults) override;
 # NO_GROUPED=1 skips bench grouped.
-export MOEKIT_CACHE_DIR=$PWD/.jitcache
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader
-t0=$(date +%s)
-if [ -z "$SKIP_TESTS" ]; then
-  timeout 330 ./build/moekit_gpu_tests ${GTEST_FILTER:+--gtest_filter=$GTEST_FILTER} > $OUT/gpu_tests.log 2>&1
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure" $OUT/gpu_tests.log | head -20
-  echo "tests took $(( $(date +%s) - t0 )) s"
-fi
+source scripts/exp/gpu_suite.sh
 S4096=4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048
 IFS=';' read -ra VS <<< "${VARIANTS:-MOEKIT_JIT_DEFINES=MOEKIT_WG_ORDER=0;-}"
 for r in $(seq 1 ${ROUNDS:-2}); do

@@ -112,8 +112,9 @@ struct Fp8GemmMath {
   /// other's, and each warpgroup's FP32 promotion overlaps the other's MMAs instead of both
   /// promoting at once. Measured (perf-notes v14): dense 128 x 128 tiles −3%, contiguous grouped
   /// −1.6…−4%; the MoE GEMM1's side-by-side warpgroups (kWgN = 2, chained serial schedule, B
-  /// multicast pairs) +4% at T = 4096, so they keep no order.
-  static constexpr bool kOrdered = T::kWgM == 2 && T::kWgN == 1 && MOEKIT_WG_ORDER;
+  /// multicast pairs) +4% at T = 4096, so they keep no order, and neither does the chained schedule
+  /// (measured only there).
+  static constexpr bool kOrdered = T::kWgM == 2 && T::kWgN == 1 && T::kSplit == 1 && MOEKIT_WG_ORDER;
   static constexpr u32 kOrderBar = 2;  // 1 is the epilogues'
 
   const GemmParams& p;
@@ -285,12 +286,10 @@ struct Fp8GemmMath {
       float acc0[kAcc], acc1[kAcc];
       for (u32 kb = 0; kb < p.num_kb; ++kb) {
         const KBlockScales sc = wait_stage(kb);
-        take_turn();
         issue(acc0, 0);
 #pragma unroll
         for (u32 part = 1; part < u32(T::kSplit); ++part) {
           issue(acc1, part);
-          if (part == 1) pass_turn();  // later parts wait for part 1 first: no point holding the turn
           ptx::wgmma_wait<0>();
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) {
