@@ -72,7 +72,14 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
         // ~1070, m64n128 ~900.
         const bool pipelined = bn <= 128;
         const double mma_eff = bm == 128 ? (pipelined ? 1.0 : 0.86) : (pipelined ? 0.75 : 0.6);
-        const double t_mma = 2.0 * bm * bn * double(k) / (kPeakFp8PerSm * mma_eff);
+        // Pipelined 128-row tiles whose columns straddle 128-row B-scale blocks measured slower per K
+        // block than their width predicts, on the H100 at M = 4096, K = 7168 (perf-notes v15): n96
+        // 448 ns, n112 500, n120 514 against n128 464 and n64 320 — about 24 more columns' worth
+        // (e.g. 4096x2112x7168 n112 140 us vs n128 128, 4096x2880x7168 n120 173 vs 155). Likely cause,
+        // not established: their promotion selects each 8-column chunk's B scale at run time.
+        const bool straddles = bm == 128 && pipelined && 128 % bn != 0;
+        const int bn_mma = straddles ? bn + 24 : bn;
+        const double t_mma = 2.0 * bm * bn_mma * double(k) / (kPeakFp8PerSm * mma_eff);
         // Each CTA pulls its A tile and its 1/mc share of the B tile through L2.
         const double t_load = (double(bm) + double(bn) / mc) * double(k) / kL2BytesPerSm;
         const double dram_floor = unique_bytes / std::min(kDramBytes, double(ctas) * kDramBytesPerSm);

@@ -50,7 +50,7 @@ std::string nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-std::vector<char> nvrtc_compile(const std::string& source, const std::string& name_hint) {
+std::vector<char> nvrtc_compile(const std::string& source, const std::string& name_hint, std::string& log) {
   const auto& files = embedded_sources();
   std::vector<const char*> headers, names;
   for (const auto& f : files) {
@@ -67,8 +67,9 @@ std::vector<char> nvrtc_compile(const std::string& source, const std::string& na
   nvrtcResult r = nvrtcCompileProgram(prog, int(copts.size()), copts.data());
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
-  std::string log(log_size, '\0');
+  log.assign(log_size, '\0');
   if (log_size > 1) nvrtcGetProgramLog(prog, log.data());
+  while (!log.empty() && log.back() == '\0') log.pop_back();
   if (r != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
     detail::throw_error(ErrorCode::kCompileError,
@@ -97,6 +98,15 @@ std::string cache_key(const std::string& source) {
 
 }  // namespace
 
+std::string cache_dir();
+
+namespace {
+fs::path cubin_path(const std::string& source, const std::string& name_hint) {
+  return fs::path(cache_dir()) / (name_hint + "-" + cache_key(source) + ".cubin");
+}
+fs::path log_path(const fs::path& cubin) { return fs::path(cubin.string() + ".log"); }
+}  // namespace
+
 std::string cache_dir() {
   static std::once_flag once;
   static std::string dir;
@@ -114,8 +124,7 @@ std::string cache_dir() {
 }
 
 std::vector<char> compile_cubin(const std::string& source, const std::string& name_hint) {
-  const std::string key = cache_key(source);
-  const fs::path file = fs::path(cache_dir()) / (name_hint + "-" + key + ".cubin");
+  const fs::path file = cubin_path(source, name_hint);
   {
     std::ifstream in(file, std::ios::binary);
     if (in) {
@@ -123,18 +132,30 @@ std::vector<char> compile_cubin(const std::string& source, const std::string& na
       if (!data.empty()) return data;
     }
   }
-  std::vector<char> cubin = nvrtc_compile(source, name_hint);
-  // Write-then-rename: readers never see a partial file, concurrent writers are harmless.
-  std::ostringstream tmp_name;
-  tmp_name << file.string() << ".tmp" << ::getpid();
-  {
-    std::ofstream out(tmp_name.str(), std::ios::binary);
-    if (out) out.write(cubin.data(), std::streamsize(cubin.size()));
-  }
-  std::error_code ec;
-  fs::rename(tmp_name.str(), file, ec);
-  if (ec) fs::remove(tmp_name.str(), ec);  // an unwritable cache only costs recompilation
+  std::string log;
+  std::vector<char> cubin = nvrtc_compile(source, name_hint, log);
+  // Write-then-rename: readers never see a partial file, concurrent writers are harmless. The
+  // compiler's messages (e.g. ptxas performance advisories) are kept next to the cubin.
+  auto write_file = [](const fs::path& path, const char* data, size_t size) {
+    std::ostringstream tmp_name;
+    tmp_name << path.string() << ".tmp" << ::getpid();
+    {
+      std::ofstream out(tmp_name.str(), std::ios::binary);
+      if (out) out.write(data, std::streamsize(size));
+    }
+    std::error_code ec;
+    fs::rename(tmp_name.str(), path, ec);
+    if (ec) fs::remove(tmp_name.str(), ec);  // an unwritable cache only costs recompilation
+  };
+  if (!log.empty()) write_file(log_path(file), log.data(), log.size());
+  write_file(file, cubin.data(), cubin.size());
   return cubin;
+}
+
+std::string compile_log(const std::string& source, const std::string& name_hint) {
+  compile_cubin(source, name_hint);
+  std::ifstream in(log_path(cubin_path(source, name_hint)), std::ios::binary);
+  return in ? std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()) : std::string();
 }
 
 Kernel get_kernel(const std::string& source, const std::string& entry) {

@@ -22,6 +22,12 @@ namespace moekit::jit {
 /// Needs no GPU. Throws ErrorCode::kCompileError with the NVRTC log on failure.
 std::vector<char> compile_cubin(const std::string& source, const std::string& name_hint);
 
+/// The compiler's messages for that translation unit (NVRTC and ptxas: warnings and performance
+/// advisories such as C7514, "wgmma serialized"), kept in the disk cache next to the cubin;
+/// compiles first if needed. Empty when the compiler said nothing (or for a cubin cached by an
+/// older moekit).
+std::string compile_log(const std::string& source, const std::string& name_hint);
+
 /// A loaded kernel: the function and the dynamic shared memory it was configured for.
 struct Kernel {
   CUfunction fn = nullptr;
