@@ -368,7 +368,7 @@ struct BTileWalk {
 /// The tile pipe: the scheduler thread runs the scheduler and publishes each tile, then an end
 /// marker, into a ring of kGemmTileSlots records in shared memory; the load thread and the math
 /// warpgroups take them in the same order. Per slot a `full` mbarrier (one arrival: the
-/// scheduler thread) and an `empty` one (one arrival per math warp and one by the load thread).
+/// scheduler thread) and an `empty` one (one arrival by every thread that takes the records).
 /// Only one thread schedules, so a scheduler may take tiles dynamically (atomics) and nobody
 /// repeats its searches; it runs ahead by up to the ring's depth. A math warp keeps its slot until
 /// the tile's epilogue is done and reads the record again there (peek), so the tile's fields need
@@ -410,22 +410,17 @@ struct TilePipe {
     return b[1] != 0;
   }
 
-  /// Math or load thread: waits for the next record and reads it (the slot stays held until
-  /// release / release_one).
+  /// Math, load or gather thread: waits for the next record and reads it (the slot stays held
+  /// until release).
   __device__ __forceinline__ bool pop(Tile& t) {
     ptx::mbar_wait(full() + 8 * slot, phase);
     return peek(t);
   }
 
-  /// Math warp (all lanes): hands the held slot back to the scheduler thread.
+  /// Hands the held slot back to the scheduler thread. Every thread that read the record arrives
+  /// itself (with one arrival per warp after __syncwarp, compute-sanitizer racecheck reported the
+  /// other lanes' record reads as racing with the next push; perf-notes v15).
   __device__ __forceinline__ void release() {
-    __syncwarp();
-    if (ptx::lane_id() == 0) ptx::mbar_arrive(empty() + 8 * slot);
-    advance();
-  }
-
-  /// Load thread (alone): hands the held slot back.
-  __device__ __forceinline__ void release_one() {
     ptx::mbar_arrive(empty() + 8 * slot);
     advance();
   }
@@ -601,8 +596,8 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
     }
     for (u32 s = 0; s < kGemmTileSlots; ++s) {
       ptx::mbar_init(tiles.full() + 8 * s, 1);
-      // Math warps + the load thread (+ the gather warps).
-      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads / 32 + 1 + (kGatherA ? kGatherThreads / 32 : 0u));
+      // Every math thread + the load thread (+ the gather threads).
+      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + 1 + (kGatherA ? kGatherThreads : 0u));
     }
     ptx::fence_mbar_init();
     ptx::tma_prefetch_descriptor(&tma_a);
@@ -648,7 +643,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       for (;;) {
         Tile t;
         const bool more = tiles.pop(t);
-        tiles.release_one();
+        tiles.release();
         if (!more) break;
         // A rows to load: the valid rows rounded up to whole boxes (a ghost tile loads none).
         const u32 a_need = (t.valid_rows + a_box - 1) / a_box * a_box;
