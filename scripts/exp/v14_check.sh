@@ -3,12 +3,8 @@
 # deepseek-v3), then an A/B of the math warpgroups' issue order on the MoE layer at prefill (MOEKIT_WG_ORDER
 # via MOEKIT_JIT_DEFINES; GEMM1 never orders, GEMM2's contiguous rows GEMM does). SKIP_TESTS=1 skips the suite.
 source scripts/exp/gpu_suite.sh
-timeout 200 ./build/moekit bench gemm > $OUT/bench_gemm.txt 2>&1
-grep -E "^ *[0-9]+ |geomean|bandwidth" $OUT/bench_gemm.txt | cut -c1-150
-timeout 200 ./build/moekit bench grouped > $OUT/bench_grouped.txt 2>&1
-grep -E "^(contiguous|masked|decode)|geomean" $OUT/bench_grouped.txt | cut -c1-150
-timeout 200 ./build/moekit bench moe --preset deepseek-v3 > $OUT/bench_moe.txt 2>&1
-grep -v "^# moekit" $OUT/bench_moe.txt | grep -E "^deepseek|^# stages|^preset" | cut -c1-150
+source scripts/exp/bench_lib.sh
+main_benches
 for r in 1 2; do
   for v in MOEKIT_WG_ORDER=0 -; do
     if [ "$v" = "-" ]; then d=""; else d="$v"; fi

@@ -7,7 +7,7 @@
 # (';'-separated, each a space-separated list of env assignments, "-" = defaults) override;
 # NO_GROUPED=1 skips bench grouped.
 source scripts/exp/gpu_suite.sh
-S4096=4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048
+source scripts/exp/bench_lib.sh
 IFS=';' read -ra VS <<< "${VARIANTS:-MOEKIT_JIT_DEFINES=MOEKIT_WG_ORDER=0;-}"
 for r in $(seq 1 ${ROUNDS:-2}); do
   for v in "${VS[@]}"; do
@@ -22,7 +22,7 @@ for r in $(seq 1 ${ROUNDS:-2}); do
 done
 echo "== bench gemm (us, TFLOPS, vs cuBLASLt fp8)"
 for f in $OUT/gemm_r*.txt; do
-  echo "$(basename $f .txt): $(awk '$1 ~ /^[0-9]+$/ && NF > 8 {printf "%sx%sx%s %s %s %s | ", $1, $2, $3, $5, $6, $9}' $f) $(grep -o 'M = 4096: *[0-9.]*x' $f)"
+  echo "$(basename $f .txt): $(gemm_summary $f)"
 done
 if [ -z "$NO_GROUPED" ]; then
   echo "== bench grouped (us, TFLOPS)"

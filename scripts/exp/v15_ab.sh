@@ -10,7 +10,7 @@ if [ -z "$SKIP_TESTS" ]; then
   timeout 120 compute-sanitizer --tool racecheck ./build/moekit_gpu_tests --gtest_filter='MoeGemm1Swiglu.GatherMatchesPermuted' > $OUT/racecheck.log 2>&1
   echo "racecheck: $(grep -E 'RACECHECK SUMMARY' $OUT/racecheck.log)"
 fi
-S4096=4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048
+source scripts/exp/bench_lib.sh
 VS=("prev|build_prev/moekit|" "wg0|build/moekit|MOEKIT_UNIFORM_WG=0" "new|build/moekit|")
 for r in $(seq 1 ${ROUNDS:-2}); do
   for v in "${VS[@]}"; do
@@ -23,11 +23,11 @@ for r in $(seq 1 ${ROUNDS:-2}); do
 done
 echo "== bench gemm (us, TFLOPS, vs cuBLASLt fp8)"
 for f in $OUT/gemm_r*.txt; do
-  echo "$(basename $f .txt): $(awk '$1 ~ /^[0-9]+$/ && NF > 8 {printf "%sx%sx%s %s %s %s | ", $1, $2, $3, $5, $6, $9}' $f) $(grep -o 'M = 4096: *[0-9.]*x' $f)"
+  echo "$(basename $f .txt): $(gemm_summary $f)"
 done
 echo "== bench moe (T us)"
 for f in $OUT/moe_r*.txt; do
-  echo "$(basename $f .txt): $(awk '$1 ~ /^deepseek/ {printf "T=%s %s | ", $2, $5}' $f) $(grep -h '^# stages.*16384' $f | sed 's/.*(us)://' | cut -c1-120)"
+  echo "$(basename $f .txt): $(moe_summary $f)"
 done
 echo "total $(( $(date +%s) - t0 )) s"
 (cd $OUT && tar czf ab.tgz *.txt *.log && rm -f *.txt *.log)

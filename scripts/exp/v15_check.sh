@@ -3,14 +3,10 @@
 # of the shapes whose pick the v15 heuristic changed, the main job (bench moe deepseek-v3), and every
 # preset at a few T on the previous binary (build_prev) and this one. SKIP_TESTS=1 skips the suite.
 source scripts/exp/gpu_suite.sh
-timeout 200 ./build/moekit bench gemm > $OUT/bench_gemm.txt 2>&1
-grep -E "^ *[0-9]+ |geomean" $OUT/bench_gemm.txt | cut -c1-150
-timeout 200 ./build/moekit bench grouped > $OUT/bench_grouped.txt 2>&1
-grep -E "^(contiguous|masked|decode)|geomean" $OUT/bench_grouped.txt | cut -c1-150
+source scripts/exp/bench_lib.sh
+main_benches
 GEMM_SHAPES=4096:2112:7168,4096:2880:7168,2048:2112:7168,1024:4608:7168,1000:2880:2880,4096:2880:2880,1024:7168:2048 \
   CONFIGS="auto m128n128s5g8x132c1 m128n192s4g8x120c1 m128n112s6g8x132c1" bash scripts/exp/v14_sweep.sh | cut -c1-420
-timeout 200 ./build/moekit bench moe --preset deepseek-v3 > $OUT/bench_moe.txt 2>&1
-grep -v "^# moekit" $OUT/bench_moe.txt | grep -E "^deepseek|^# stages|^preset" | cut -c1-150
 for r in 1 2; do
   for bin in build_prev/moekit build/moekit; do
     timeout 150 ./$bin bench moe --preset all --tokens 1,64,1024,4096 --no-check --no-baseline > $OUT/all_r${r}_${bin%%/*}.txt 2>&1

@@ -96,15 +96,26 @@ std::string cache_key(const std::string& source) {
   return h.hex();
 }
 
-}  // namespace
-
-std::string cache_dir();
-
-namespace {
+// The disk cache's files of a translation unit: the cubin, and the compiler's log next to it.
 fs::path cubin_path(const std::string& source, const std::string& name_hint) {
   return fs::path(cache_dir()) / (name_hint + "-" + cache_key(source) + ".cubin");
 }
 fs::path log_path(const fs::path& cubin) { return fs::path(cubin.string() + ".log"); }
+
+// Write-then-rename: readers never see a partial file, concurrent writers are harmless; an
+// unwritable cache only costs recompilation.
+void write_cache_file(const fs::path& path, const char* data, size_t size) {
+  std::ostringstream tmp_name;
+  tmp_name << path.string() << ".tmp" << ::getpid();
+  {
+    std::ofstream out(tmp_name.str(), std::ios::binary);
+    if (out) out.write(data, std::streamsize(size));
+  }
+  std::error_code ec;
+  fs::rename(tmp_name.str(), path, ec);
+  if (ec) fs::remove(tmp_name.str(), ec);
+}
+
 }  // namespace
 
 std::string cache_dir() {
@@ -134,21 +145,9 @@ std::vector<char> compile_cubin(const std::string& source, const std::string& na
   }
   std::string log;
   std::vector<char> cubin = nvrtc_compile(source, name_hint, log);
-  // Write-then-rename: readers never see a partial file, concurrent writers are harmless. The
-  // compiler's messages (e.g. ptxas performance advisories) are kept next to the cubin.
-  auto write_file = [](const fs::path& path, const char* data, size_t size) {
-    std::ostringstream tmp_name;
-    tmp_name << path.string() << ".tmp" << ::getpid();
-    {
-      std::ofstream out(tmp_name.str(), std::ios::binary);
-      if (out) out.write(data, std::streamsize(size));
-    }
-    std::error_code ec;
-    fs::rename(tmp_name.str(), path, ec);
-    if (ec) fs::remove(tmp_name.str(), ec);  // an unwritable cache only costs recompilation
-  };
-  if (!log.empty()) write_file(log_path(file), log.data(), log.size());
-  write_file(file, cubin.data(), cubin.size());
+  // The compiler's messages (e.g. ptxas performance advisories) are kept next to the cubin.
+  if (!log.empty()) write_cache_file(log_path(file), log.data(), log.size());
+  write_cache_file(file, cubin.data(), cubin.size());
   return cubin;
 }
 
