@@ -2,9 +2,9 @@
 // published grouped cases and on a decode-like masked layout, against cuBLASLt's block-scaled FP8
 // GEMM called once per non-empty expert on the same operands.
 //
-//   moekit bench grouped [--csv|--json] [--reps R] [--no-baseline]
+//   moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--case LAYOUT:E:M:N:K ...]
 //
-// Cases
+// Cases (--case replaces them: LAYOUT contiguous or masked, every one of the E experts M rows)
 //   contiguous  E x m ∈ {4x8192, 8x4096}, every expert m rows        (DeepGEMM "grouped contiguous")
 //   masked      E x m ∈ {1x1024, 2x512, 4x256}, max_m = m, counts = m (DeepGEMM "grouped masked")
 //   decode      E ∈ {32, 256}, counts uniform in [1, 64] (fixed seed), max_m = 64
@@ -130,11 +130,45 @@ std::vector<Case> default_cases() {
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "usage: moekit bench grouped [--csv|--json] [--reps R] [--no-baseline]\n"
+               "usage: moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--case L:E:M:N:K]...\n"
                "  grouped FP8 GEMMs (contiguous and masked layouts) on DeepGEMM's published cases and a\n"
                "  decode-like masked layout, vs cuBLASLt block-scaled FP8 called once per expert\n"
                "  --reps R      timed repetitions per case, median reported (default 30)\n"
-               "  --no-baseline skip cuBLASLt\n");
+               "  --no-baseline skip cuBLASLt\n"
+               "  --case L:E:M:N:K  instead of the default cases (repeatable): layout contiguous|masked,\n"
+               "                E experts with M rows each (masked: max_m = M), N x K weights\n");
+}
+
+/// Parses --case LAYOUT:E:M:N:K; false if malformed or out of range.
+bool parse_case(const std::string& text, Case& out) {
+  std::vector<std::string> f;
+  std::string cur;
+  for (char ch : text + ":") {
+    if (ch == ':') {
+      f.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  if (f.size() != 5 || (f[0] != "contiguous" && f[0] != "masked")) return false;
+  int64_t v[4];
+  for (int i = 0; i < 4; ++i) {
+    char* end = nullptr;
+    const long long x = std::strtoll(f[size_t(i) + 1].c_str(), &end, 10);
+    if (f[size_t(i) + 1].empty() || *end != '\0' || x < 1 || x > (int64_t(1) << 20)) return false;
+    v[i] = x;
+  }
+  if (v[0] > 4096 || v[0] * v[1] > (int64_t(1) << 22)) return false;
+  out = Case{};
+  out.layout = f[0];
+  out.masked = f[0] == "masked";
+  out.counts.assign(size_t(v[0]), int32_t(v[1]));
+  out.max_m = out.masked ? v[1] : 0;
+  out.n = v[2];
+  out.k = v[3];
+  out.m_text = std::to_string(v[1]);
+  return true;
 }
 
 
@@ -161,9 +195,17 @@ int bench_grouped_main(int argc, char** argv) {
   enum class Format { kText, kCsv, kJson } format = Format::kText;
   int reps = 30;
   bool baseline = true;
+  std::vector<Case> custom;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--csv") {
+    if (arg == "--case" && i + 1 < argc) {
+      Case c;
+      if (!parse_case(argv[++i], c)) {
+        std::fprintf(stderr, "moekit bench grouped: bad --case '%s' (want contiguous|masked:E:M:N:K)\n", argv[i]);
+        return 2;
+      }
+      custom.push_back(std::move(c));
+    } else if (arg == "--csv") {
       format = Format::kCsv;
     } else if (arg == "--json") {
       format = Format::kJson;
@@ -221,7 +263,7 @@ int bench_grouped_main(int argc, char** argv) {
                "vs_dg", "lt_us", "vs_lt", "rel_l2_vs_lt", "note"});
   std::vector<double> vs_lt_contig, vs_lt_masked, vs_lt_decode, vs_dg;
 
-  const std::vector<Case> cases = default_cases();
+  const std::vector<Case> cases = custom.empty() ? default_cases() : custom;
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const Case& c = cases[ci];
     const int64_t E = int64_t(c.counts.size()), n = c.n, k = c.k;
