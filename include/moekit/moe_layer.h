@@ -31,7 +31,7 @@ namespace moekit {
 /// How GEMM1 gets its FP8 activations. Either way each token is quantized once (1x128 scales) and
 /// the results are bit-identical; only speed differs.
 enum class MoeGemm1Input {
-  kAuto,      ///< the faster of the two for T and the shapes (measured: docs/perf-notes.md, v13)
+  kAuto,      ///< the faster of the two for T and the shapes (measured: docs/perf-notes.md, v13, v17)
   kPermuted,  ///< one pass writes a copy of each token per slot, sorted by expert; GEMM1 loads tiles by TMA
   kGathered,  ///< tokens stay in place; GEMM1 reads each row from its token (cp.async gather), no copy.
               ///< Falls back to kPermuted when T · H ≥ 2^32.

@@ -3,6 +3,7 @@
 
 #include "common/check.h"
 #include "moekit/moe_ops.h"
+#include "ptx/ptx.cuh"
 
 namespace moekit {
 namespace {
@@ -25,10 +26,10 @@ __global__ void __launch_bounds__(kThreads) moe_combine_kernel(const __nv_bfloat
     for (int i = 0; i < kColsPerThread; ++i) acc[i] = 0.0f;
     for (int j = 0; j < top_k; ++j) {
       const int64_t slot = t * top_k + j;
-      const int32_t row = __ldg(e2p + slot);
+      const int32_t row = ptx::ld_chain(e2p + slot);
       if (row < 0) continue;
-      const float wt = __ldg(w + slot);
-      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(d + row * ldd + col));
+      const float wt = ptx::ld_chain(w + slot);
+      const uint4 raw = ptx::ld_chain(reinterpret_cast<const uint4*>(d + row * ldd + col));
       const __nv_bfloat162* v = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
       for (int i = 0; i < kColsPerThread / 2; ++i) {

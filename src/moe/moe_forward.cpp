@@ -3,7 +3,8 @@
 // Fused path (I % 64 == 0, the default):
 //   [route →] moe_sort (routing from logits at T <= 8: one fused launch, route_sort.h) →
 //   permute_quantize_by_token, or (gather variant, moe_gemm1_gather) quantize_tokens — either also
-//   zeroes y_acc and the tile counters → moe_gemm1_swiglu (GEMM1 + SwiGLU + FP8 requant in the
+//   zeroes y_acc and the tile counters; with the fused route + sort the tokens are quantized in
+//   that same launch (gather variant) → moe_gemm1_swiglu (GEMM1 + SwiGLU + FP8 requant in the
 //   epilogue: h never leaves the chip in bf16; A from the permuted copy or gathered by token) →
 //   moe_gemm2_scatter
 //   (GEMM2 + router weight + FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize
@@ -21,6 +22,7 @@
 #include "moe/moe_forward.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/check.h"
 #include "gemm/gemm_launch.h"
@@ -116,15 +118,35 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
                  "moekit::detail::moe_forward: workspace ", workspace_bytes, " bytes < ", p.bytes, " needed");
   MoeSortBuffers sort = p.sort;
   sort.invalid_count = a.invalid_count;
-  bool sorted = false;  // the fused route + sort ran
+  // The FP32 scatter-add pays off while y_acc stays in L2; past that its atomics miss to DRAM
+  // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered
+  // combine move fewer bytes.
+  const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
+  const MoeLoadEstimate load = moe_expected_load(a.num_tokens, a.top_k, a.num_experts, a.local_count);
+  // GEMM1's activations: quantized once per token either way; then either permuted copies (one
+  // per slot, TMA tiles) or the tokens in place, gathered row by row by GEMM1. The pass also
+  // zeroes y_acc (no memset launch) and the GEMMs' tile counters. Gathered, the token-major xq / sx
+  // live in the permuted buffers' space (T <= rows).
+  const bool gather = a.num_tokens > 0 && moe_gemm1_gather(a.gemm1_input, a.num_tokens, a.hidden, load);
+  float* zero_acc = rows_then_combine ? nullptr : p.y_acc;
+  bool sorted = false;     // the fused route + sort ran
+  bool quantized = false;  // ... and quantized the tokens (the gather variant's input)
   if (a.routing) {
     a.topk_ids = a.routed_ids;
     a.topk_weights = a.routed_weights;
     if (fused && a.num_tokens > 0 && !moe_diag_skip("route") &&
         moe_route_sort_applies(*a.routing, a.num_tokens, a.local_count)) {
+      RouteSortQuantize q;
+      static const bool fuse_quantize = [] {  // MOEKIT_FUSED_QUANT=0: the quantize pass as a kernel of its own
+        const char* v = std::getenv("MOEKIT_FUSED_QUANT");
+        return v == nullptr || v[0] != '0';
+      }();
+      quantized = fuse_quantize && gather && !moe_diag_skip("permute_quant");
+      if (quantized) q = {a.x, a.hidden, p.a_perm, p.sa_perm, zero_acc, p.counters, kCounters};
       moe_route_sort(*a.routing, a.logits, a.logits_type, a.num_tokens, a.routed_ids, a.routed_weights,
-                     a.num_experts, a.local_offset, a.local_count, sort, p.ws, p.ws_bytes, stream);
-      moe_stage_mark("route_sort", stream);
+                     a.num_experts, a.local_offset, a.local_count, sort, p.ws, p.ws_bytes, stream,
+                     quantized ? &q : nullptr);
+      moe_stage_mark(quantized ? "route_sort_quantize" : "route_sort", stream);
       sorted = true;
     } else {
       if (!moe_diag_skip("route"))
@@ -162,18 +184,9 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
     moe_stage_mark("sort", stream);
   }
   if (a.num_tokens == 0) return;
-  // The FP32 scatter-add pays off while y_acc stays in L2; past that its atomics miss to DRAM
-  // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered
-  // combine move fewer bytes.
-  const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
-  const MoeLoadEstimate load = moe_expected_load(a.num_tokens, a.top_k, a.num_experts, a.local_count);
-  // GEMM1's activations: quantized once per token either way; then either permuted copies (one
-  // per slot, TMA tiles) or the tokens in place, gathered row by row by GEMM1. The pass also
-  // zeroes y_acc (no memset launch) and the GEMMs' tile counters. Gathered, the token-major xq / sx
-  // live in the permuted buffers' space (T <= rows).
-  const bool gather = moe_gemm1_gather(a.gemm1_input, a.num_tokens, a.hidden, load);
-  float* zero_acc = rows_then_combine ? nullptr : p.y_acc;
-  if (gather) {
+  if (quantized) {
+    // done by the route + sort launch
+  } else if (gather) {
     if (!moe_diag_skip("permute_quant"))
       quantize_tokens_zeroing(a.x, a.num_tokens, a.hidden, p.a_perm, p.sa_perm, zero_acc, stream, p.counters,
                               kCounters);
@@ -209,6 +222,7 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
   g1.sh = p.sh;
   g1.expected = load;
   g1.tile_counter = p.counters;
+  g1.layout_from_previous = quantized;
   if (!moe_diag_skip("gemm1_swiglu")) moe_gemm1_swiglu(g1, stream);
   moe_stage_mark("gemm1_swiglu", stream);
 

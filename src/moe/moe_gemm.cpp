@@ -73,11 +73,12 @@ bool moe_gemm1_gather(int requested, int64_t num_tokens, int64_t hidden, const M
   if (mode == 1) return false;
   if (mode == 2) return true;
   // Automatic, from the A/B on the H100 (deepseek-v3, docs/perf-notes.md v13): the gather is
-  // faster from T = 2 while GEMM1 runs single 64-row tiles (< 128 expected rows per expert; -4.1% at
-  // T = 1024, -5.4% at T = 2048: the quantize pass writes T rows instead of T * k), slower once it
-  // runs the multicast pairs (T >= 4096: +7..9% end to end, its GEMM1 slows by more than the copy
-  // saves), and ~1 µs slower at T = 1 (its K loop runs longer there; not understood).
-  return num_tokens >= 2 && e.rows_per_active < 128;
+  // faster while GEMM1 runs single 64-row tiles (< 128 expected rows per expert; -4.1% at T = 1024,
+  // -5.4% at T = 2048: the quantize pass writes T rows instead of T * k), slower once it runs the
+  // multicast pairs (T >= 4096: +7..9% end to end, its GEMM1 slows by more than the copy saves).
+  // At T = 1 it measured ~1 µs slower in v13, equal in v17 (139.2 vs 139.0-139.3 µs); its
+  // token-major input lets the small-batch route + sort launch quantize too (v17).
+  return e.rows_per_active < 128;
 }
 
 bool moe_dynamic_scheduling(int gemm) {
@@ -127,8 +128,8 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   family.sb_rows = 64;  // the prepared W1 has one scale per 64 rows (gate or up of 64 h columns)
   family.b_chunk_rows = static_cast<int>(kW1ChunkRows);  // the prepared W1 is K-block tiled
   // In the layer's PDL chain the first tile is scheduled while the permute kernel runs (the offsets
-  // come from moe_sort, two launches back).
-  family.pdl_early = true;
+  // come from moe_sort, two launches back) — unless the sort is the previous launch.
+  family.pdl_early = !a.layout_from_previous;
   family.a_box_rows = decode_a_box_rows(a.expected);
   MOEKIT_REQUIRE(a.promote_k == 0 || a.promote_k == 32 || a.promote_k == 64 || a.promote_k == 128,
                  ErrorCode::kInvalidArgument, "moe_gemm1_swiglu: promote_k = ", a.promote_k,

@@ -51,6 +51,11 @@ struct MoeGemm1Args {
   /// Tests: take tiles dynamically whenever tile_counter is set. Otherwise the counter is used
   /// only where dynamic scheduling pays (~6 or more expected units per CTA, moe_gemm.cpp).
   bool force_dynamic = false;
+  /// The group layout (offsets, counts) comes from the kernel right before this one in the PDL
+  /// chain (the fused route + sort + quantize): the first tile is scheduled after the PDL wait.
+  /// False: it is at least two launches old, so the first tile is found while the previous kernel
+  /// still runs (GemmParams::pdl_early).
+  bool layout_from_previous = false;
 };
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream);
 

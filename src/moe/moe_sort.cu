@@ -93,6 +93,7 @@
 #include "common/check.h"
 #include "moe/moe_sort_reference.h"
 #include "moe/moe_permute.h"
+#include "moe/quantize_scatter_device.cuh"
 #include "moe/small_sort_device.cuh"
 #include "kernels/sm90/quantize_device.h"
 #include "moekit/grouped_gemm.h"
@@ -103,6 +104,11 @@
 
 namespace moekit {
 namespace {
+
+using detail::QuantUnit;
+using detail::quantize_unit;
+using detail::scatter_unit;
+using detail::ScatterParams;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -207,7 +213,7 @@ struct FillParams {
 };
 
 __global__ void __launch_bounds__(kThreads) fill_kernel(const FillParams p) {
-  const int32_t total = __ldg(p.offsets + p.local_count);
+  const int32_t total = ptx::ld_chain(p.offsets + p.local_count);
   const int64_t stride = int64_t(gridDim.x) * kThreads;
   for (int64_t r = int64_t(blockIdx.x) * kThreads + threadIdx.x; r < p.rows; r += stride) {
     int32_t v = -1;
@@ -216,15 +222,15 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(const FillParams p) {
       int lo = 0, hi = p.local_count;
       while (hi - lo > 1) {
         const int mid = (lo + hi) >> 1;
-        if (__ldg(p.offsets + mid) <= r) {
+        if (ptx::ld_chain(p.offsets + mid) <= r) {
           lo = mid;
         } else {
           hi = mid;
         }
       }
-      const int32_t j = static_cast<int32_t>(r) - __ldg(p.offsets + lo);
-      if (j < __ldg(p.counts + lo)) {
-        v = p.sorted_values[__ldg(p.seg_start + lo) + j];
+      const int32_t j = static_cast<int32_t>(r) - ptx::ld_chain(p.offsets + lo);
+      if (j < ptx::ld_chain(p.counts + lo)) {
+        v = p.sorted_values[ptx::ld_chain(p.seg_start + lo) + j];
         p.expanded_to_permuted[v] = static_cast<int32_t>(r);
       }
     }
@@ -320,7 +326,7 @@ __global__ void __launch_bounds__(kThreads) gather_rows_kernel(const GatherParam
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const int64_t v = v0 + u * 32;
-          if (v < p.vectors) d[u] = __ldg(src + v);
+          if (v < p.vectors) d[u] = ptx::ld_chain(src + v);
         }
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
@@ -335,96 +341,9 @@ __global__ void __launch_bounds__(kThreads) gather_rows_kernel(const GatherParam
       const int g = i / kGatherRows;
       const int rr = i % kGatherRows;
       const int32_t t = token[rr];
-      if (t >= 0) p.sa_perm[int64_t(g) * p.sa_ld + base + rr] = __ldg(p.sx + int64_t(t) * p.groups + g);
+      if (t >= 0) p.sa_perm[int64_t(g) * p.sa_ld + base + rr] = ptx::ld_chain(p.sx + int64_t(t) * p.groups + g);
     }
     __syncthreads();  // `token` is rewritten by the next iteration
-  }
-}
-
-struct ScatterParams {
-  const uint16_t* x;                 // [T, H] bf16
-  const int32_t* expanded_to_permuted;  // [T * k]; null: token mode (token t → row t, top_k 1)
-  uint8_t* a_perm;                   // [rows, H] FP8
-  float* sa_perm;                    // [groups, sa_ld]
-  int64_t units;                     // T * chunks_per_row
-  int64_t rows;                      // rows_bound
-  int64_t sa_ld;                     // sfa_ld(rows_bound)
-  int hidden;
-  int groups;
-  int chunks_per_row;
-  int top_k;
-  float* zero_acc;                   // optional [T, hidden] FP32 zeroed alongside (MoE GEMM2's y_acc)
-  unsigned* zero_u32;                // optional counters zeroed alongside (the MoE GEMMs' tile counters)
-  int num_zero_u32;
-};
-
-// One unit (token row, chunk of 2U 128-column groups) quantized in registers, exactly as
-// sm90::quant::quantize_act_unit.
-template <int U>
-struct QuantUnit {
-  float sc[U];  // this lane's half's group scales
-  uint2 q[U];   // this lane's 8 FP8 codes per group
-};
-
-// Reads and quantizes the unit; touches only x. Must be called by all 32 lanes with the same unit.
-template <int U, bool kUe8m0>
-__device__ __forceinline__ void quantize_unit(const ScatterParams& p, int64_t row, int chunk, QuantUnit<U>& out) {
-  using namespace sm90::quant;
-  const int lane = threadIdx.x & 31;
-  const int g0 = chunk * (2 * U) + (lane >> 4);
-  uint4 v[U];
-  float a[U];
-  load_unit_amax<U>(p.x + row * p.hidden, int(p.hidden), g0, lane & 15, v, a);
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    out.sc[u] = block_scale<kUe8m0>(a[u]);
-    const float inv = kUe8m0 ? __frcp_rn(out.sc[u]) : 0.0f;
-    out.q[u] = quant8<kUe8m0>(v[u], out.sc[u], inv);
-  }
-}
-
-// Stores a quantized unit to every permuted row of its token (and zeroes the unit's columns of the
-// token's accumulator row when asked). Must be called by all 32 lanes with the same unit.
-template <int U>
-__device__ __forceinline__ void scatter_unit(const ScatterParams& p, int64_t row, int chunk, const QuantUnit<U>& qu) {
-  const int lane = threadIdx.x & 31;
-  const int sub = lane & 15;
-  const int g0 = chunk * (2 * U) + (lane >> 4);
-  if (p.zero_acc) {  // the unit's columns of the token's FP32 accumulator row
-    const int c_end = (chunk + 1) * (2 * U) * 128 < p.hidden ? (chunk + 1) * (2 * U) * 128 : p.hidden;
-    float* acc_row = p.zero_acc + row * p.hidden;
-    for (int c = chunk * (2 * U) * 128 + 4 * lane; c < c_end; c += 128)
-      *reinterpret_cast<float4*>(acc_row + c) = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-  for (int j0 = 0; j0 < p.top_k; j0 += 32) {
-    const int nj = p.top_k - j0 < 32 ? p.top_k - j0 : 32;
-    // Token mode (no map): the token's own row.
-    int32_t mine = -1;
-    if (lane < nj) mine = p.expanded_to_permuted ? __ldg(p.expanded_to_permuted + row * p.top_k + j0 + lane) : int32_t(row);
-    if (mine < 0 || int64_t(mine) >= p.rows) mine = -1;  // dropped slot, or a row outside the buffer
-    // FP8 codes: row by row, each lane its 8 columns of every group of the unit.
-    for (int j = 0; j < nj; ++j) {
-      const int32_t r = __shfl_sync(0xFFFFFFFFu, mine, j);
-      if (r < 0) continue;  // uniform over the warp
-      uint8_t* qr = p.a_perm + int64_t(r) * p.hidden;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int col = (g0 + 2 * u) * 128 + sub * 8;
-        if (col < p.hidden) *reinterpret_cast<uint2*>(qr + col) = qu.q[u];
-      }
-    }
-    // Scales: lane `sub` of each half stores its half's groups for slots j0 + sub and j0 + 16 + sub
-    // (every lane of a half holds the group's scale after the shuffles).
-    const int32_t ra = __shfl_sync(0xFFFFFFFFu, mine, sub);
-    const int32_t rb = __shfl_sync(0xFFFFFFFFu, mine, sub + 16);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int g = g0 + 2 * u;
-      if (g < p.groups) {
-        if (ra >= 0) p.sa_perm[int64_t(g) * p.sa_ld + ra] = qu.sc[u];
-        if (rb >= 0) p.sa_perm[int64_t(g) * p.sa_ld + rb] = qu.sc[u];
-      }
-    }
   }
 }
 
@@ -775,11 +694,9 @@ void detail::quantize_tokens_zeroing(const void* x, int64_t num_tokens, int64_t 
                                     zero_u32, num_zero_u32);
 }
 
-void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
-                                               const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm,
-                                               float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream,
-                                               unsigned* zero_u32, int num_zero_u32) {
-  constexpr const char* fn = "moekit::permute_quantize_by_token";
+bool detail::scatter_params(const char* fn, const void* x, int64_t num_tokens, int64_t hidden, int top_k,
+                            const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm, float* sa_perm,
+                            float* zero_acc, unsigned* zero_u32, int num_zero_u32, ScatterParams& q) {
   MOEKIT_REQUIRE(num_zero_u32 >= 0 && (num_zero_u32 == 0 || zero_u32), ErrorCode::kInvalidArgument, fn,
                  ": num_zero_u32 = ", num_zero_u32, " must be >= 0, with a buffer when > 0");
   MOEKIT_REQUIRE(num_tokens >= 0 && num_tokens <= INT32_MAX, ErrorCode::kInvalidArgument, fn, ": num_tokens = ",
@@ -807,10 +724,9 @@ void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens
   MOEKIT_REQUIRE(aligned_to(expanded_to_permuted, 4), ErrorCode::kMisaligned, fn, ": expanded_to_permuted (",
                  static_cast<const void*>(expanded_to_permuted), ") must be 4-byte aligned");
   MOEKIT_REQUIRE(aligned_to(zero_acc, 16), ErrorCode::kMisaligned, fn, ": zero_acc must be 16-byte aligned");
-  if (num_tokens == 0 || (rows_bound == 0 && !zero_acc && num_zero_u32 == 0)) return;  // nothing to write
+  if (num_tokens == 0 || (rows_bound == 0 && !zero_acc && num_zero_u32 == 0)) return false;  // nothing to write
 
-  const int groups = static_cast<int>(ceil_div(hidden, kQuantBlock));
-  ScatterParams q{};
+  q = ScatterParams{};
   q.x = static_cast<const uint16_t*>(x);
   q.expanded_to_permuted = expanded_to_permuted;
   q.a_perm = static_cast<uint8_t*>(a_perm);
@@ -818,15 +734,31 @@ void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens
   q.rows = rows_bound;
   q.sa_ld = sfa_ld(rows_bound);
   q.hidden = static_cast<int>(hidden);
-  q.groups = groups;
+  q.groups = static_cast<int>(ceil_div(hidden, kQuantBlock));
   q.top_k = top_k;
   q.zero_acc = zero_acc;
   q.zero_u32 = zero_u32;
   q.num_zero_u32 = num_zero_u32;
+  return true;
+}
+
+void detail::set_scatter_unroll(ScatterParams& q, int64_t num_tokens, int unroll) {
+  q.chunks_per_row = static_cast<int>(ceil_div(q.groups, 2 * unroll));
+  q.units = num_tokens * q.chunks_per_row;
+}
+
+void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
+                                               const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm,
+                                               float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream,
+                                               unsigned* zero_u32, int num_zero_u32) {
+  ScatterParams q;
+  if (!scatter_params("moekit::permute_quantize_by_token", x, num_tokens, hidden, top_k, expanded_to_permuted,
+                      rows_bound, a_perm, sa_perm, zero_acc, zero_u32, num_zero_u32, q))
+    return;
+  const int groups = q.groups;
   auto launch = [&](auto unroll) {
     constexpr int U = decltype(unroll)::value;
-    q.chunks_per_row = static_cast<int>(ceil_div(groups, 2 * U));
-    q.units = num_tokens * q.chunks_per_row;
+    detail::set_scatter_unroll(q, num_tokens, U);
     const int grid = grid_for(q.units, kWarps);
     if (ue8m0) {
       detail::launch_pdl(quantize_scatter_kernel<U, true>, dim3(grid), dim3(kThreads), 0, stream, q);

@@ -14,6 +14,12 @@
 // T * k and L within the single-CTA sort's limits, E <= 384 (NPL <= 12: the routing code fits the
 // 1024-thread CTA's 64 registers, as route_kernel's NPL <= 12 builds do) and the routing warps'
 // group scratch fits in kMaxRouteSmem bytes next to the sort's ~45 KB of static shared memory.
+//
+// With RouteSortQuantize, CTAs after the sort's quantize the tokens token-major (one 128-column
+// group pair per warp and unit, the permute kernels' quantize_unit / scatter_unit) and zero the
+// accumulator and counters — work that needs no routing, so it runs beside it instead of as a
+// kernel of its own between the sort and GEMM1: that kernel's launch and PDL edge measured ~6 µs of
+// the deepseek-v3 layer at T = 1 (perf-notes v17).
 #include "moe/route_sort.h"
 
 #include <algorithm>
@@ -22,8 +28,10 @@
 
 #include "common/check.h"
 #include "moe/routing_device.cuh"
+#include "moe/quantize_scatter_device.cuh"
 #include "moe/routing_plan.h"
 #include "moe/small_sort_device.cuh"
+#include "moekit/numerics.h"
 #include "ptx/ptx.cuh"
 #include "runtime/pdl.h"
 
@@ -48,10 +56,19 @@ bool fusion_enabled() {
 }
 
 template <int NPL, typename T, bool kSigmoid>
-__global__ void __maxnreg__(64) route_sort_kernel(const routing::Params rp,
-                                                                          const small_sort::Params sp, int warps) {
-  ptx::griddep_wait();  // PDL (runtime/pdl.h): the logits may come from the previous kernel
+__global__ void __maxnreg__(64) route_sort_kernel(const routing::Params rp, const small_sort::Params sp,
+                                                  const ScatterParams qp, int warps, unsigned sort_ctas) {
+  ptx::griddep_wait();  // PDL (runtime/pdl.h): the logits and x may come from the previous kernel
   ptx::griddep_launch_dependents();
+  if (blockIdx.x >= sort_ctas) {  // quantization CTAs (RouteSortQuantize)
+    const unsigned qb = blockIdx.x - sort_ctas;
+    if (qb == 0)
+      for (int i = int(threadIdx.x); i < qp.num_zero_u32; i += int(blockDim.x)) qp.zero_u32[i] = 0u;
+    constexpr int kWarpsPerCta = small_sort::kThreads / 32;
+    quantize_scatter_units<1, false>(qp, int64_t(qb) * kWarpsPerCta + (threadIdx.x >> 5),
+                                     int64_t(gridDim.x - sort_ctas) * kWarpsPerCta);
+    return;
+  }
   if (blockIdx.x > 0) {
     small_sort::small_sort_helper_fill(sp);
     return;
@@ -73,21 +90,31 @@ __global__ void __maxnreg__(64) route_sort_kernel(const routing::Params rp,
   small_sort::small_sort_finish(sp, smem);
 }
 
+struct Launch {
+  const routing::Params& rp;
+  const small_sort::Params& sp;
+  const ScatterParams& qp;
+  unsigned quant_ctas;
+  int warps;
+  size_t smem;
+  cudaStream_t stream;
+};
+
 template <int NPL, typename T, bool kSigmoid>
-void launch(const routing::Params& rp, const small_sort::Params& sp, int warps, size_t smem, cudaStream_t stream) {
-  launch_pdl(route_sort_kernel<NPL, T, kSigmoid>, dim3(small_sort_grid(sp)), dim3(small_sort::kThreads), smem, stream,
-             rp, sp, warps);
+void launch(const Launch& l) {
+  const unsigned sort_ctas = small_sort_grid(l.sp);
+  launch_pdl(route_sort_kernel<NPL, T, kSigmoid>, dim3(sort_ctas + l.quant_ctas), dim3(small_sort::kThreads), l.smem,
+             l.stream, l.rp, l.sp, l.qp, l.warps, sort_ctas);
 }
 
 template <typename T, bool kSigmoid>
-void dispatch_npl(int npl, const routing::Params& rp, const small_sort::Params& sp, int warps, size_t smem,
-                  cudaStream_t stream) {
+void dispatch_npl(int npl, const Launch& l) {
   switch (npl) {
-    case 1: return launch<1, T, kSigmoid>(rp, sp, warps, smem, stream);
-    case 2: return launch<2, T, kSigmoid>(rp, sp, warps, smem, stream);
-    case 4: return launch<4, T, kSigmoid>(rp, sp, warps, smem, stream);
-    case 8: return launch<8, T, kSigmoid>(rp, sp, warps, smem, stream);
-    case 12: return launch<12, T, kSigmoid>(rp, sp, warps, smem, stream);
+    case 1: return launch<1, T, kSigmoid>(l);
+    case 2: return launch<2, T, kSigmoid>(l);
+    case 4: return launch<4, T, kSigmoid>(l);
+    case 8: return launch<8, T, kSigmoid>(l);
+    case 12: return launch<12, T, kSigmoid>(l);
     default: throw_error(ErrorCode::kInternal, concat("moekit::detail::moe_route_sort: no kernel for NPL = ", npl));
   }
 }
@@ -111,7 +138,8 @@ bool moe_route_sort_applies(const RoutingConfig& config, int64_t num_tokens, int
 
 void moe_route_sort(const RoutingConfig& config, const void* logits, LogitsType logits_type, int64_t num_tokens,
                     int32_t* topk_ids, float* topk_weights, int num_experts_total, int local_offset, int local_count,
-                    const MoeSortBuffers& out, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                    const MoeSortBuffers& out, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                    const RouteSortQuantize* quantize) {
   constexpr const char* fn = "moekit::detail::moe_route_sort";
   MOEKIT_REQUIRE(moe_route_sort_applies(config, num_tokens, local_count), ErrorCode::kInvalidArgument, fn,
                  ": not applicable to num_tokens = ", num_tokens, ", local_count = ", local_count,
@@ -122,14 +150,25 @@ void moe_route_sort(const RoutingConfig& config, const void* logits, LogitsType 
   const int64_t n = moe_sort_validate(fn, topk_ids, num_tokens, config.top_k, num_experts_total, local_offset,
                                       local_count, out, workspace, workspace_bytes);
   const small_sort::Params sp = small_sort_params(topk_ids, n, num_experts_total, local_offset, local_count, out);
+  ScatterParams qp{};
+  unsigned quant_ctas = 0;
+  if (quantize) {
+    const RouteSortQuantize& q = *quantize;
+    if (scatter_params(fn, q.x, num_tokens, q.hidden, 1, nullptr, num_tokens, q.xq, q.sx, q.zero_acc, q.zero_u32,
+                       q.num_zero_u32, qp)) {
+      set_scatter_unroll(qp, num_tokens, 1);  // the most units: T <= 8 tokens of ~28 each at H = 7168
+      quant_ctas = static_cast<unsigned>(std::min<int64_t>(ceil_div(qp.units, int64_t{small_sort::kThreads / 32}), 64));
+      quant_ctas = std::max(quant_ctas, 1u);  // the counters are zeroed by the first
+    }
+  }
   const int warps = route_warps(num_tokens);
-  const size_t smem = size_t(warps) * size_t(plan.p.smem_words) * 4;
+  const Launch l{plan.p, sp, qp, quant_ctas, warps, size_t(warps) * size_t(plan.p.smem_words) * 4, stream};
   if (!plan.bf16) {
-    if (plan.sigmoid) dispatch_npl<float, true>(plan.npl, plan.p, sp, warps, smem, stream);
-    else dispatch_npl<float, false>(plan.npl, plan.p, sp, warps, smem, stream);
+    if (plan.sigmoid) dispatch_npl<float, true>(plan.npl, l);
+    else dispatch_npl<float, false>(plan.npl, l);
   } else {
-    if (plan.sigmoid) dispatch_npl<uint16_t, true>(plan.npl, plan.p, sp, warps, smem, stream);
-    else dispatch_npl<uint16_t, false>(plan.npl, plan.p, sp, warps, smem, stream);
+    if (plan.sigmoid) dispatch_npl<uint16_t, true>(plan.npl, l);
+    else dispatch_npl<uint16_t, false>(plan.npl, l);
   }
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "moe/routing_params.h"
+#include "ptx/ptx.cuh"
 
 namespace moekit::detail::routing {
 
@@ -103,17 +104,17 @@ __device__ __forceinline__ void load_vec(const T* row, int e0, int E, float (&x)
       float* out = x + p * V;
       if (e < E) {  // E % V == 0: a load is all in or all out
         if constexpr (VB == 16) {
-          const uint4 u = __ldg(reinterpret_cast<const uint4*>(row + e));
+          const uint4 u = ptx::ld_chain(reinterpret_cast<const uint4*>(row + e));
           unpack_word<T>(u.x, out);
           unpack_word<T>(u.y, out + 4 / sizeof(T));
           unpack_word<T>(u.z, out + 8 / sizeof(T));
           unpack_word<T>(u.w, out + 12 / sizeof(T));
         } else if constexpr (VB == 8) {
-          const uint2 u = __ldg(reinterpret_cast<const uint2*>(row + e));
+          const uint2 u = ptx::ld_chain(reinterpret_cast<const uint2*>(row + e));
           unpack_word<T>(u.x, out);
           unpack_word<T>(u.y, out + 4 / sizeof(T));
         } else {
-          unpack_word<T>(__ldg(reinterpret_cast<const unsigned int*>(row + e)), out);
+          unpack_word<T>(ptx::ld_chain(reinterpret_cast<const unsigned int*>(row + e)), out);
         }
       } else {
 #pragma unroll
@@ -123,7 +124,7 @@ __device__ __forceinline__ void load_vec(const T* row, int e0, int E, float (&x)
   } else {
     // Not a combination the host picks; keep it correct anyway.
 #pragma unroll
-    for (int i = 0; i < NPL; ++i) x[i] = (e0 + i < E) ? to_float(__ldg(row + e0 + i)) : 0.0f;
+    for (int i = 0; i < NPL; ++i) x[i] = (e0 + i < E) ? to_float(ptx::ld_chain(row + e0 + i)) : 0.0f;
   }
 }
 
@@ -137,7 +138,7 @@ __device__ __forceinline__ void load_row(const T* row, int e0, int E, int vec_by
     load_vec<NPL, T, 4>(row, e0, E, x);
   } else {
 #pragma unroll
-    for (int i = 0; i < NPL; ++i) x[i] = (e0 + i < E) ? to_float(__ldg(row + e0 + i)) : 0.0f;
+    for (int i = 0; i < NPL; ++i) x[i] = (e0 + i < E) ? to_float(ptx::ld_chain(row + e0 + i)) : 0.0f;
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_sort.h"
+#include "ptx/ptx.cuh"
 
 namespace moekit::detail::small_sort {
 
@@ -95,7 +96,7 @@ __device__ __forceinline__ void small_sort_classify(const Params& p, Smem& s) {
   const int L = p.local_count;
   int invalid_mine = 0;
   for (int i = threadIdx.x; i < p.n; i += kThreads) {
-    const int32_t id = __ldg(p.ids + i);
+    const int32_t id = ptx::ld_chain(p.ids + i);
     const bool invalid = id < -1 || id >= p.num_experts;
     const int32_t local = id >= 0 ? id - p.local_offset : -1;
     const bool keep = !invalid && local >= 0 && local < L;

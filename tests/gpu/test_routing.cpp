@@ -22,6 +22,8 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include "gpu_test_util.h"
+#include "moe/moe_permute.h"
 #include "moe/route_sort.h"
 #include "moe/routing_plan.h"
 #include "moekit/error.h"
@@ -541,9 +543,24 @@ void expect_same_bytes(DeviceBuffer& a, DeviceBuffer& b, const std::string& what
   EXPECT_TRUE(x == y) << what;
 }
 
-// Runs both sides on the same logits (fp32 or bf16-exact values) and compares every buffer.
+// The token quantization fused into moe_route_sort (RouteSortQuantize) against
+// quantize_tokens_zeroing: random bf16 tokens (never zeros), poisoned outputs, accumulator and
+// counters; every byte must match, and the accumulator and counters must come back zeroed.
+struct QuantSide {
+  DeviceBuffer xq, sx, acc, counters;
+  QuantSide(int64_t T, int64_t H)
+      : xq(size_t(T * H)), sx(size_t(moekit::sfa_physical_size(T, H)) * 4), acc(size_t(T * H) * 4), counters(3 * 4) {
+    for (DeviceBuffer* b : {&xq, &sx, &acc, &counters}) EXPECT_EQ(cudaMemset(b->get(), 0x7B, b->bytes()), cudaSuccess);
+  }
+  moekit::detail::RouteSortQuantize args(const void* x, int64_t H) {
+    return {x, H, xq.get(), sx.as<float>(), acc.as<float>(), counters.as<unsigned>(), 3};
+  }
+};
+
+// Runs both sides on the same logits (fp32 or bf16-exact values) and compares every buffer. With
+// hidden > 0 the fused side also quantizes T random tokens of that width (QuantSide).
 void check_route_sort(const Case& cs, const std::vector<float>& logits, int64_t T, bool bf16, int off, int L,
-                      const std::vector<float>& bias, const std::string& what) {
+                      const std::vector<float>& bias, const std::string& what, int64_t hidden = 0) {
   RoutingConfig c = make_config(cs);
   const int k = c.top_k;
   ASSERT_TRUE(moekit::detail::moe_route_sort_applies(c, T, L)) << what;
@@ -569,9 +586,33 @@ void check_route_sort(const Case& cs, const std::vector<float>& logits, int64_t 
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   moekit::route(c, dl.get(), type, T, a.ids.as<int32_t>(), a.w.as<float>(), nullptr);
   moekit::moe_sort(a.ids.as<int32_t>(), T, k, c.num_experts, off, L, a.buffers(), ws.get(), ws_bytes, nullptr);
+  DeviceBuffer x(size_t(std::max<int64_t>(T * hidden, 1)) * 2);
+  QuantSide qa(T, std::max<int64_t>(hidden, 16)), qb(T, std::max<int64_t>(hidden, 16));
+  moekit::detail::RouteSortQuantize q;
+  if (hidden > 0) {
+    std::mt19937_64 rng(uint64_t(T * 1000 + hidden));
+    std::uniform_real_distribution<float> val(-3.0f, 3.0f);
+    std::vector<uint16_t> xs(size_t(T * hidden));
+    for (auto& v : xs) v = moekit::bf16_from_float(val(rng) + 1e-3f);
+    x.upload(xs);
+    moekit::detail::quantize_tokens_zeroing(x.get(), T, hidden, qa.xq.get(), qa.sx.as<float>(), qa.acc.as<float>(),
+                                            nullptr, qa.counters.as<unsigned>(), 3);
+    q = qb.args(x.get(), hidden);
+  }
   moekit::detail::moe_route_sort(c, dl.get(), type, T, b.ids.as<int32_t>(), b.w.as<float>(), c.num_experts, off, L,
-                                 b.buffers(), ws.get(), ws_bytes, nullptr);
+                                 b.buffers(), ws.get(), ws_bytes, nullptr, hidden > 0 ? &q : nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (hidden > 0) {
+    expect_same_bytes(qa.xq, qb.xq, what + ": xq");
+    expect_same_bytes(qa.sx, qb.sx, what + ": sx");
+    const auto acc = qb.acc.download<float>(size_t(T * hidden));
+    EXPECT_TRUE(std::all_of(acc.begin(), acc.end(), [](float v) { return v == 0.0f; })) << what << ": y_acc zeroed";
+    const auto ctr = qb.counters.download<unsigned>(3);
+    EXPECT_TRUE(std::all_of(ctr.begin(), ctr.end(), [](unsigned v) { return v == 0u; })) << what << ": counters";
+    const auto codes = qb.xq.download<uint8_t>(size_t(T * hidden));
+    EXPECT_GT(std::count_if(codes.begin(), codes.end(), [](uint8_t v) { return (v & 0x7F) != 0; }), T * hidden / 2)
+        << what << ": the codes are not mostly zero";
+  }
   expect_same_bytes(a.ids, b.ids, what + ": topk_ids");
   expect_same_bytes(a.w, b.w, what + ": topk_weights");
   expect_same_bytes(a.counts, b.counts, what + ": expert_counts");
@@ -601,15 +642,66 @@ TEST(RouteSortFusedGpu, MatchesRouteThenSort) {
         const bool bf16 = (seed % 2) == 0;
         const std::vector<float> bias = cs.bias ? random_bias(E, seed ^ 0xB1A5) : std::vector<float>{};
         const auto logits = make_logits(c, T, bf16, bias.empty() ? nullptr : bias.data(), seed);
+        // Every other case also quantizes tokens, of widths with and without a partial 128-block.
+        const int64_t hidden_cases[] = {0, 7168, 0, 2880, 0, 528};
         check_route_sort(cs, logits, T, bf16, off, L, bias,
                          cs.name + "_T" + std::to_string(T) + "_slice" + std::to_string(off) + "+" + std::to_string(L) +
-                             (bf16 ? "_bf16" : "_fp32"));
+                             (bf16 ? "_bf16" : "_fp32"),
+                         hidden_cases[seed % 6]);
         ++seed;
         ++ran;
       }
     }
   }
   EXPECT_GE(ran, 80) << "too few fused cases ran";
+}
+
+// The launch with its quantization CTAs, captured in a CUDA graph and replayed, writes the same
+// bytes as when launched eagerly (sizes with and without the sort's helper CTAs).
+TEST(RouteSortFusedGpu, QuantizeInGraphMatchesEager) {
+  moekit::test::Stream s;
+  const Case cs{"sig32", 32, 8, RoutingMethod::kSigmoidGrouped, true, 4, 2, 2.5f, false};
+  const RoutingConfig c = make_config(cs);
+  const int64_t H = 1024;
+  for (int64_t T : {1, 7, 8}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T);
+    const auto logits = make_logits(c, T, false, nullptr, 77 + uint64_t(T));
+    DeviceBuffer dl(logits.size() * 4), x(size_t(T * H) * 2);
+    dl.upload(logits);
+    std::mt19937_64 rng{uint64_t(T)};
+    std::uniform_real_distribution<float> val(-3.0f, 3.0f);
+    std::vector<uint16_t> xs(size_t(T * H));
+    for (auto& v : xs) v = moekit::bf16_from_float(val(rng) + 1e-3f);
+    x.upload(xs);
+    const size_t ws_bytes = moekit::moe_sort_workspace_size(T, c.top_k, c.num_experts);
+    DeviceBuffer ws(ws_bytes);
+    SortOut se(T, c.top_k, c.num_experts), sg(T, c.top_k, c.num_experts);
+    QuantSide qe(T, H), qg(T, H);
+    auto run = [&](SortOut& o, QuantSide& q) {
+      const moekit::detail::RouteSortQuantize args = q.args(x.get(), H);
+      moekit::detail::moe_route_sort(c, dl.get(), LogitsType::kFloat32, T, o.ids.as<int32_t>(), o.w.as<float>(),
+                                     c.num_experts, 0, c.num_experts, o.buffers(), ws.get(), ws_bytes, s, &args);
+    };
+    run(se, qe);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    run(sg, qg);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    expect_same_bytes(se.ids, sg.ids, "topk_ids");
+    expect_same_bytes(se.offsets, sg.offsets, "expert_offsets");
+    expect_same_bytes(se.p2e, sg.p2e, "permuted_to_expanded");
+    expect_same_bytes(qe.xq, qg.xq, "xq");
+    expect_same_bytes(qe.sx, qg.sx, "sx");
+    expect_same_bytes(qe.acc, qg.acc, "zeroed accumulator");
+    expect_same_bytes(qe.counters, qg.counters, "zeroed counters");
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
 }
 
 TEST(RouteSortFusedGpu, NaNAndInfRows) {

@@ -54,13 +54,31 @@ struct SwigluFp8Epilogue {
       g = g > limit ? limit : g;                          // comparisons keep NaN
       u = u > limit ? limit : (u < -limit ? -limit : u);
     }
-    // silu(g) = g / (1 + e^-g); the exponent is capped so the denominator stays finite (silu of
-    // g < -80 is below 1e-33, far under any row's quantization step). The reciprocal is the
-    // approximate one plus a Newton step (within an ulp), so h matches the IEEE expression to ~1 ulp.
-    const float d = 1.0f + expf(fminf(-g, 80.0f));
-    float r = __fdividef(1.0f, d);
-    r = __fmaf_rn(r, __fmaf_rn(-d, r, 1.0f), r);
-    return div_with_recip(g, d, r) * u;
+    // silu(g) = g / (1 + e^-g) with the hardware exponential and reciprocal (MUFU.EX2 / MUFU.RCP,
+    // a few FP32 ulps): h feeds an E4M3 quantizer with 3 mantissa bits, and g itself carries the
+    // tensor core's ~1e-4 accumulation error, so the IEEE-exact forms (accurate expf, a Newton step
+    // and a Markstein division: ~20 instructions per element) bought nothing but epilogue time
+    // (perf-notes v17). The exponent is capped so the denominator stays finite (silu of g < -80 is
+    // below 1e-33, far under any row's quantization step); a NaN g stays NaN.
+    const float d = 1.0f + __expf(fminf(-g, 80.0f));
+    return __fdividef(g, d) * u;
+  }
+
+  /// h of this thread's 32 elements in place of the gate accumulators (rows r0 when `lo`, r0 + 8
+  /// when `hi`; the other rows' h is 0) and their partial row maxima.
+  template <bool kLo, bool kHi>
+  __device__ __forceinline__ static void swiglu_rows(float (&acc)[64], float limit, float& amax0, float& amax1) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const bool lo_row = (i & 2) == 0;
+      if (lo_row ? !kLo : !kHi) {
+        acc[i] = 0.0f;
+        continue;
+      }
+      acc[i] = swiglu(acc[i], acc[32 + i], limit);
+      if (lo_row) amax0 = fmaxf(amax0, fabsf(acc[i]));
+      else amax1 = fmaxf(amax1, fabsf(acc[i]));
+    }
   }
 
   __device__ __forceinline__ static void store(float (&acc)[64], const Tile& t, const GemmParams& p, u32 smem_d,
@@ -80,14 +98,14 @@ struct SwigluFp8Epilogue {
       for (int i = 0; i < 64; ++i)
         if ((i & 2) != 0) acc[i] = 0.0f;
     }
-    // h in place of the gate accumulators, and this thread's partial row maxima.
+    // h in place of the gate accumulators, and this thread's partial row maxima. A warp whose rows
+    // r0 (r0 + 8) are all padding skips their SwiGLU (warp-uniform): decode tiles hold a few valid
+    // rows of 64, and this epilogue sits on the critical path of a CTA's last tile (perf-notes v17).
     float amax0 = 0.0f, amax1 = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      acc[i] = swiglu(acc[i], acc[32 + i], p.limit);
-      if ((i & 2) == 0) amax0 = fmaxf(amax0, fabsf(acc[i]));
-      else amax1 = fmaxf(amax1, fabsf(acc[i]));
-    }
+    const u32 warp_row0 = th.warp * 16;
+    if (warp_row0 + 8 < t.valid_rows) swiglu_rows<true, true>(acc, p.limit, amax0, amax1);
+    else if (warp_row0 < t.valid_rows) swiglu_rows<true, false>(acc, p.limit, amax0, amax1);
+    else swiglu_rows<false, false>(acc, p.limit, amax0, amax1);
     amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, 1));
     amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, 2));
     amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, 1));
@@ -150,8 +168,8 @@ struct ScatterAddEpilogue {
     const bool odd = (th.lane & 1u) != 0;
     const u32 row = th.wm * 64 + th.warp * 16 + th.lane / 4 + (odd ? 8u : 0u);
     int e = -1;
-    if (row < t.valid_rows) e = __ldg(p.row_map + t.m0 + row);
-    const float w = e >= 0 ? __ldg(p.row_weight + e) : 0.0f;
+    if (row < t.valid_rows) e = ptx::ld_chain(p.row_map + t.m0 + row);
+    const float w = e >= 0 ? ptx::ld_chain(p.row_weight + e) : 0.0f;
     float* dst = p.out_acc + (e >= 0 ? static_cast<unsigned long long>(u32(e) / p.top_k) * p.n : 0ull) + t.n0 +
                  4 * ((th.lane % 4) / 2);
 #pragma unroll

@@ -2,8 +2,8 @@
 // 1x128 block (per row and K block) and B per 128x128 block.
 //
 // Structure (one CTA per SM, persistent):
-//   * producer warpgroup — one thread runs the scheduler and publishes the tiles (TilePipe);
-//     another takes them and, for every K block, waits for a free stage, then issues TMA loads
+//   * producer warpgroup — one warp runs the scheduler and its lane 0 publishes the tiles
+//     (TilePipe); one thread of another warp takes them and, for every K block, waits for a free stage, then issues TMA loads
 //     of the A tile, the B tile and the A scales onto that stage's `full` mbarrier. The warpgroup
 //     gives most of its registers to the math warpgroups (setmaxnreg).
 //   * math warpgroups — one per 64 rows of BLOCK_M. Per K block: wait `full`, run 4 FP8 wgmma
@@ -134,8 +134,8 @@ struct Fp8GemmMath {
   /// kGatherA: requests the A scales of K block kb (used by the next wait_stage).
   __device__ __forceinline__ void prefetch_sa(u32 kb) {
     const float* sa = p.sa_gather + ptx::u64(kb) * p.sa_gather_ld;
-    pre_sa0 = __ldg(sa + tok0);
-    pre_sa1 = __ldg(sa + tok1);
+    pre_sa0 = ptx::ld_chain(sa + tok0);
+    pre_sa1 = ptx::ld_chain(sa + tok1);
   }
 
   __device__ __forceinline__ void advance() {
@@ -159,7 +159,7 @@ struct Fp8GemmMath {
     sfa_row = th.wm * 64 + r0 + (t.m0 & 3u);
     if constexpr (kGatherA) {
       auto token_of = [&](u32 row) {
-        const int e = row < t.valid_rows ? __ldg(p.row_map + t.m0 + row) : -1;
+        const int e = row < t.valid_rows ? ptx::ld_chain(p.row_map + t.m0 + row) : -1;
         return e >= 0 ? u32(e) / p.top_k : 0u;  // a row without a token reads any valid scale
       };
       tok0 = token_of(th.wm * 64 + r0);
@@ -365,12 +365,12 @@ struct BTileWalk {
   }
 };
 
-/// The tile pipe: the scheduler thread runs the scheduler and publishes each tile, then an end
-/// marker, into a ring of kGemmTileSlots records in shared memory; the load thread and the math
+/// The tile pipe: the scheduler warp runs the scheduler and its lane 0 (the scheduler thread)
+/// publishes each tile, then an end marker, into a ring of kGemmTileSlots records in shared memory; the load thread and the math
 /// warpgroups take them in the same order. Per slot a `full` mbarrier (one arrival: the
 /// scheduler thread) and an `empty` one (one arrival by every thread that takes the records).
-/// Only one thread schedules, so a scheduler may take tiles dynamically (atomics) and nobody
-/// repeats its searches; it runs ahead by up to the ring's depth. A math warp keeps its slot until
+/// Only one warp schedules, so a scheduler may take tiles dynamically (one atomic per tile) and
+/// nobody else repeats its searches; it runs ahead by up to the ring's depth. A math warp keeps its slot until
 /// the tile's epilogue is done and reads the record again there (peek), so the tile's fields need
 /// not stay in registers across the K loop.
 struct TilePipe {
@@ -524,7 +524,7 @@ struct GatherALoader {
         const u32 r = row0 + 16 * j;
         token[j] = kNone;
         if (more && r < t.valid_rows) {
-          const int e = __ldg(p.row_map + t.m0 + r);
+          const int e = ptx::ld_chain(p.row_map + t.m0 + r);
           if (e >= 0) token[j] = u32(e) / p.top_k * p.a_gather_ld;
         }
       }
@@ -612,21 +612,25 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   if (threadIdx.x >= T::kMathThreads) {
     // ------------------------------------------------------------------ producer warpgroup
     ptx::setmaxnreg_dec<T::kProducerRegs>();
-    if (threadIdx.x == T::kMathThreads + 32) {
-      // Scheduler thread (warp 1): runs the scheduler and publishes the tiles. Its own warp, so
-      // the search state never competes with the load loop for the producer's 40 registers
-      // (spilled loop state measured +10 µs on GEMM1 at T = 1: local-memory reads that miss L1
-      // wait on a saturated memory system), and it works ahead of the loads by up to the pipe's
-      // depth (a search of the group offsets is a chain of dependent L2 reads).
+    if (threadIdx.x / 32 == T::kMathThreads / 32 + 1) {
+      // Scheduler warp (warp 1): all lanes run the scheduler in step (it may search with warp
+      // collectives), lane 0 publishes the tiles. Its own warp, so the search state never
+      // competes with the load loop for the producer's 40 registers (spilled loop state measured
+      // +10 µs on GEMM1 at T = 1: local-memory reads that miss L1 wait on a saturated memory
+      // system), and it works ahead of the loads by up to the pipe's depth (a search of the group
+      // offsets is a chain of dependent L2 reads).
+      const bool publisher = ptx::lane_id() == 0;
       pdl_wait_at(p, false);
       Scheduler sched(p);
       Tile t;
       bool more = sched.next(t);
-      tiles.push(t, more);  // with pdl_early before the wait: the load thread may start B
+      if (publisher) tiles.push(t, more);  // with pdl_early before the wait: the load thread may start B
+      __syncwarp();
       pdl_wait_at(p, true);
       while (more) {
         more = sched.next(t);
-        tiles.push(t, more);
+        if (publisher) tiles.push(t, more);
+        __syncwarp();
       }
     } else if (threadIdx.x == T::kMathThreads) {
       // Load thread (warp 0): takes the tiles from the pipe and issues their TMA loads.

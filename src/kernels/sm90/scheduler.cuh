@@ -1,7 +1,8 @@
 // Persistent tile schedulers for the sm90 GEMM family.
 //
 // A scheduler hands each CTA its output tiles in order: next(tile) returns false once the CTA has
-// no more. One thread per CTA (the scheduler thread) runs it and publishes each tile to the
+// no more. One warp per CTA (the scheduler warp) runs it, all 32 lanes converged and computing the
+// same tiles (a scheduler may use warp collectives), and its lane 0 publishes each tile to the
 // load thread and the math warpgroups through the tile pipe (fp8_gemm.cuh). Grouped (MoE)
 // schedulers plug in here with the same interface; the mainloop never changes.
 #pragma once
@@ -88,7 +89,7 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 /// Contiguous grouped GEMM: A's rows are sorted by group, group g owning the aligned segment
 /// [offsets[g], offsets[g+1]) of which the first counts[g] rows are valid. The used rows
 /// (offsets[G], capped by the allocated rows) are read on the device; a unit's group is found by
-/// binary search over the offsets (L1-resident after the first tiles).
+/// warp search over the offsets (last_group_at_or_before).
 ///
 /// Units: a unit is kCluster vertically adjacent tiles (CTA rank r of a cluster takes the r-th,
 /// kCluster * BLOCK_M ≤ 128, so a unit never leaves its 128-aligned segment). Every 128-row block
@@ -111,7 +112,8 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 /// A unit is skipped only when its first tile has no valid row, so both CTAs of a cluster walk the
 /// same units; a tile of the unit past the valid rows is computed on padding rows of the same
 /// segment (valid_rows = 0) and its epilogue must tolerate that.
-/// Only the scheduler thread runs it, so dynamic units are taken by one atomic per unit.
+/// The scheduler warp runs it (warp collectives: the group search, the count maximum); dynamic
+/// units are taken by one atomic per unit.
 template <int kBlockM, int kBlockN, int kCluster = 1>
 struct ContiguousScheduler {
   static constexpr u32 kUnitRows = u32(kBlockM * kCluster);
@@ -125,33 +127,58 @@ struct ContiguousScheduler {
       : p(params), num_n_blocks((params.n + kBlockN - 1) / kBlockN),
         group(params.raster_group ? params.raster_group : 1), rank(blockIdx.x % kCluster),
         stride(gridDim.x / kCluster), next_index(blockIdx.x / kCluster) {
-    const u32 used = u32(__ldg(p.group_offsets + p.num_groups));
+    const u32 used = u32(ptx::ld_chain(p.group_offsets + p.num_groups));
     num_blocks = ((used < p.m ? used : p.m) + 127) / 128;
     units_per_pass = num_blocks * num_n_blocks;
     num_units = units_per_pass * kPasses;
   }
 
-  /// Largest group count.
+  /// Largest group count (the scheduler warp: each lane reads every 32nd count, four loads in flight).
   __device__ __forceinline__ int max_count() const {
     int m0 = 0, m1 = 0, m2 = 0, m3 = 0;
-    u32 g = 0;
-    for (; g + 4 <= p.num_groups; g += 4) {  // four independent loads in flight
-      m0 = max(m0, __ldg(p.group_counts + g));
-      m1 = max(m1, __ldg(p.group_counts + g + 1));
-      m2 = max(m2, __ldg(p.group_counts + g + 2));
-      m3 = max(m3, __ldg(p.group_counts + g + 3));
+    u32 g = ptx::lane_id();
+    for (; g + 96 < p.num_groups; g += 128) {
+      m0 = max(m0, ptx::ld_chain(p.group_counts + g));
+      m1 = max(m1, ptx::ld_chain(p.group_counts + g + 32));
+      m2 = max(m2, ptx::ld_chain(p.group_counts + g + 64));
+      m3 = max(m3, ptx::ld_chain(p.group_counts + g + 96));
     }
-    for (; g < p.num_groups; ++g) m0 = max(m0, __ldg(p.group_counts + g));
-    return max(max(m0, m1), max(m2, m3));
+    for (; g < p.num_groups; g += 32) m0 = max(m0, ptx::ld_chain(p.group_counts + g));
+    return __reduce_max_sync(0xffffffffu, max(max(m0, m1), max(m2, m3)));
   }
 
-  /// This CTA's next unit index: its first statically, then by stride or from the shared counter.
+  /// Last group g < num_groups with offsets[g] <= row (0 if none), searched by the scheduler warp:
+  /// each round every lane reads one of 32 evenly spaced candidates and a ballot keeps the span
+  /// after the last one at or before `row` (offsets never decrease), so 256 groups take two rounds
+  /// of dependent loads where a one-thread binary search took eight (~3 µs before a GEMM's first
+  /// tile at decode sizes, perf-notes v17).
+  __device__ __forceinline__ u32 last_group_at_or_before(u32 row) const {
+    const u32 lane = ptx::lane_id();
+    u32 lo = 0, n = p.num_groups;  // the answer lies in [lo, lo + n)
+    while (n > 1) {
+      const u32 step = (n + 31) / 32;
+      const u32 g = lo + lane * step;
+      const bool before = g < lo + n && u32(ptx::ld_chain(p.group_offsets + g)) <= row;
+      const u32 last = 31 - __clz(__ballot_sync(0xffffffffu, before) | 1u);
+      const u32 first = lo + last * step;
+      n = min(step, lo + n - first);
+      lo = first;
+    }
+    return lo;
+  }
+
+  /// This CTA's next unit index: its first statically, then by stride or from the shared counter
+  /// (one atomic by lane 0, broadcast to the warp).
   __device__ __forceinline__ u32 take() {
     if (!started) {
       started = 1;
       return next_index;
     }
-    if (kCluster == 1 && p.tile_counter != nullptr) return atomicAdd(p.tile_counter, 1u) + stride;
+    if (kCluster == 1 && p.tile_counter != nullptr) {
+      u32 claimed = 0;
+      if (ptx::lane_id() == 0) claimed = atomicAdd(p.tile_counter, 1u);
+      return __shfl_sync(0xffffffffu, claimed, 0) + stride;
+    }
     next_index += stride;
     return next_index;
   }
@@ -181,15 +208,10 @@ struct ContiguousScheduler {
       t.m0 = unit_m0 + rank * kBlockM;
       t.n0 = n_block * kBlockN;
       // Last group whose segment starts at or before the unit (empty groups share their start).
-      u32 lo = 0, hi = p.num_groups;
-      while (hi - lo > 1) {
-        const u32 mid = (lo + hi) / 2;
-        if (u32(__ldg(p.group_offsets + mid)) <= unit_m0) lo = mid;
-        else hi = mid;
-      }
-      const int seg_start = __ldg(p.group_offsets + lo);
-      const int seg_end = __ldg(p.group_offsets + lo + 1);
-      int count = __ldg(p.group_counts + lo);
+      const u32 lo = last_group_at_or_before(unit_m0);
+      const int seg_start = ptx::ld_chain(p.group_offsets + lo);
+      const int seg_end = ptx::ld_chain(p.group_offsets + lo + 1);
+      int count = ptx::ld_chain(p.group_counts + lo);
       if (count > seg_end - seg_start) count = seg_end - seg_start;
       if (seg_start + count - int(unit_m0) <= 0) continue;
       const int valid = seg_start + count - int(t.m0);
@@ -223,7 +245,7 @@ struct MaskedScheduler {
       const u32 g = idx / per_group;
       const u32 r = idx - g * per_group;
       const u32 m_tile = r % m_tiles_per_group;
-      int count = __ldg(p.group_counts + g);
+      int count = ptx::ld_chain(p.group_counts + g);
       if (count > int(p.group_max_m)) count = int(p.group_max_m);
       const int valid = count - int(m_tile * kBlockM);
       if (valid <= 0) continue;
