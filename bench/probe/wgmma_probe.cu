@@ -86,20 +86,22 @@ __global__ void __launch_bounds__(256, 1) probe(float* out, unsigned long long* 
       Mma::mma(da + 4 * part + 2, db + 4 * part + 2, x, 1);
       ptx::wgmma_commit();
     };
+    auto drain = [&](float (&x)[64]) {  // the last chain in flight: wait for it and promote it
+      ptx::wgmma_wait<0>();
+      promote(x);
+    };
     issue_part(acc, 0);
     const int last = steps - 1;
     for (int s = 0;; ++s) {
       if (s == last && steps < 0) {  // the part-0 exit ptxas needs (never taken here)
-        ptx::wgmma_wait<0>();
-        promote(acc);
+        drain(acc);
         break;
       }
       issue_part(acc1, 1);
       ptx::wgmma_wait<1>();
       promote(acc);
       if (s == last) {
-        ptx::wgmma_wait<0>();
-        promote(acc1);
+        drain(acc1);
         break;
       }
       issue_part(acc, 0);

@@ -20,18 +20,5 @@ for r in $(seq 1 ${ROUNDS:-2}); do
     echo "round $r [$v] done at $(( $(date +%s) - t0 )) s"
   done
 done
-echo "== bench gemm (us, TFLOPS, vs cuBLASLt fp8)"
-for f in $OUT/gemm_r*.txt; do
-  echo "$(basename $f .txt): $(gemm_summary $f)"
-done
-if [ -z "$NO_GROUPED" ]; then
-  echo "== bench grouped (us, TFLOPS)"
-  for f in $OUT/grouped_r*.txt; do
-    echo "$(basename $f .txt): $(awk '($1 == "contiguous" || $1 == "masked" || $1 == "decode") {printf "%s%s/%s/%s %s %s | ", substr($1,1,1), $2, $6, $7, $8, $9}' $f)"
-  done
-fi
-echo "== bench moe (T us)"
-for f in $OUT/moe_r*.txt; do
-  echo "$(basename $f .txt): $(awk '$1 ~ /^deepseek/ {printf "T=%s %s | ", $2, $5}' $f)"
-done
+round_summaries
 echo "total $(( $(date +%s) - t0 )) s"

@@ -21,13 +21,6 @@ for r in $(seq 1 ${ROUNDS:-2}); do
     echo "round $r [$tag] done at $(( $(date +%s) - t0 )) s"
   done
 done
-echo "== bench gemm (us, TFLOPS, vs cuBLASLt fp8)"
-for f in $OUT/gemm_r*.txt; do
-  echo "$(basename $f .txt): $(gemm_summary $f)"
-done
-echo "== bench moe (T us)"
-for f in $OUT/moe_r*.txt; do
-  echo "$(basename $f .txt): $(moe_summary $f)"
-done
+round_summaries
 echo "total $(( $(date +%s) - t0 )) s"
 (cd $OUT && tar czf ab.tgz *.txt *.log && rm -f *.txt *.log)

@@ -101,8 +101,8 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 ///    second, ... With the CTAs striding through one flat order, half-empty layouts would otherwise
 ///    hand all the work to half of the CTAs (measured: stride 132, raster 8 → every odd CTA idle).
 ///    Inside a pass the order is rasterized as in the dense scheduler. Skipping an empty unit costs
-///    a binary search (~0.7 µs of dependent loads), so before entering pass 1 the scheduler reads
-///    all counts once: when no group has more than one unit's rows, passes ≥ 1 hold no work and
+///    a group search (dependent loads; ~0.7 µs as v8's binary search), so before entering pass 1
+///    the scheduler reads all counts once: when no group has more than one unit's rows, passes ≥ 1 hold no work and
 ///    are dropped (measured at T = 64 without this: 20 / 43 µs of skipping at the end of GEMM1 /
 ///    GEMM2).
 ///  * one pass (prefill): units in M order, rasterized (the M unit fastest inside a raster group),
