@@ -79,6 +79,16 @@ struct Fp8GemmTraits {
 #ifndef MOEKIT_WG_ORDER
 #define MOEKIT_WG_ORDER 1
 #endif
+/// Diagnostic switches for A/B runs only — the results are wrong (perf-notes v18):
+/// MOEKIT_DIAG_NO_LOADS=1: the load thread fills each stage once, then only arrives on it (no TMA
+/// traffic after the first kStages K blocks); MOEKIT_DIAG_NO_PROMOTE=1: the chained schedule
+/// (kPromoteK < 128) skips its FP32 work except in the last K block.
+#ifndef MOEKIT_DIAG_NO_LOADS
+#define MOEKIT_DIAG_NO_LOADS 0
+#endif
+#ifndef MOEKIT_DIAG_NO_PROMOTE
+#define MOEKIT_DIAG_NO_PROMOTE 0
+#endif
 
 /// Scales of one K block for this thread's two rows.
 struct KBlockScales {
@@ -300,6 +310,9 @@ struct Fp8GemmMath {
           }
         }
         release(stage);
+#if MOEKIT_DIAG_NO_PROMOTE
+        if (kb + 1 == p.num_kb)
+#endif
         promote(out, acc0, sc);
         advance();
       }
@@ -643,6 +656,9 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         waited = true;
       }
       u32 stage = 0, phase = 0;
+#if MOEKIT_DIAG_NO_LOADS
+      u32 diag_loaded = 0;
+#endif
       const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
       for (;;) {
         Tile t;
@@ -692,9 +708,16 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         }
         for (; kb < p.num_kb; ++kb) {
           ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
-          ptx::mbar_arrive_expect_tx(s_full + 8 * stage, tx);
-          load_a(stage, kb);
-          load_b(stage, kb);
+#if MOEKIT_DIAG_NO_LOADS
+          if (++diag_loaded > u32(kStages)) {
+            ptx::mbar_arrive(s_full + 8 * stage);  // diagnostic: the stage keeps its old contents
+          } else
+#endif
+          {
+            ptx::mbar_arrive_expect_tx(s_full + 8 * stage, tx);
+            load_a(stage, kb);
+            load_b(stage, kb);
+          }
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1u;
