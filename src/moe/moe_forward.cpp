@@ -3,8 +3,9 @@
 // Fused path (I % 64 == 0, the default):
 //   [route →] moe_sort (routing from logits at T <= 8: one fused launch, route_sort.h) →
 //   permute_quantize_by_token, or (gather variant, moe_gemm1_gather) quantize_tokens — either also
-//   zeroes y_acc and the tile counters; with the fused route + sort the tokens are quantized in
-//   that same launch (gather variant) → moe_gemm1_swiglu (GEMM1 + SwiGLU + FP8 requant in the
+//   zeroes y_acc and the tile counters; with the fused route + sort, or the single-CTA sort of
+//   callers' top-k ids (moe_sort_quantize), the tokens are quantized in that same launch (gather
+//   variant) → moe_gemm1_swiglu (GEMM1 + SwiGLU + FP8 requant in the
 //   epilogue: h never leaves the chip in bf16; A from the permuted copy or gathered by token) →
 //   moe_gemm2_scatter
 //   (GEMM2 + router weight + FP32 vector-atomic scatter-add into y_acc [T, H]) → finalize
@@ -130,19 +131,18 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
   const bool gather = a.num_tokens > 0 && moe_gemm1_gather(a.gemm1_input, a.num_tokens, a.hidden, load);
   float* zero_acc = rows_then_combine ? nullptr : p.y_acc;
   bool sorted = false;     // the fused route + sort ran
-  bool quantized = false;  // ... and quantized the tokens (the gather variant's input)
+  bool quantized = false;  // the sort's launch quantized the tokens (the gather variant's input)
+  static const bool fuse_quantize = [] {  // MOEKIT_FUSED_QUANT=0: the quantize pass as a kernel of its own
+    const char* v = std::getenv("MOEKIT_FUSED_QUANT");
+    return v == nullptr || v[0] != '0';
+  }();
+  const RouteSortQuantize q{a.x, a.hidden, p.a_perm, p.sa_perm, zero_acc, p.counters, kCounters};
   if (a.routing) {
     a.topk_ids = a.routed_ids;
     a.topk_weights = a.routed_weights;
     if (fused && a.num_tokens > 0 && !moe_diag_skip("route") &&
         moe_route_sort_applies(*a.routing, a.num_tokens, a.local_count)) {
-      RouteSortQuantize q;
-      static const bool fuse_quantize = [] {  // MOEKIT_FUSED_QUANT=0: the quantize pass as a kernel of its own
-        const char* v = std::getenv("MOEKIT_FUSED_QUANT");
-        return v == nullptr || v[0] != '0';
-      }();
       quantized = fuse_quantize && gather && !moe_diag_skip("permute_quant");
-      if (quantized) q = {a.x, a.hidden, p.a_perm, p.sa_perm, zero_acc, p.counters, kCounters};
       moe_route_sort(*a.routing, a.logits, a.logits_type, a.num_tokens, a.routed_ids, a.routed_weights,
                      a.num_experts, a.local_offset, a.local_count, sort, p.ws, p.ws_bytes, stream,
                      quantized ? &q : nullptr);
@@ -178,10 +178,17 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
     return;
   }
   if (!sorted) {
-    if (!moe_diag_skip("sort"))
+    // Callers' top-k ids: the single-CTA sort quantizes the tokens in the same launch, as above.
+    quantized = fuse_quantize && gather && moe_sort_quantize_applies(a.num_tokens, a.top_k, a.local_count) &&
+                !moe_diag_skip("sort") && !moe_diag_skip("permute_quant");
+    if (quantized) {
+      moe_sort_quantize(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
+                        p.ws_bytes, q, stream);
+    } else if (!moe_diag_skip("sort")) {
       moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
                p.ws_bytes, stream);
-    moe_stage_mark("sort", stream);
+    }
+    moe_stage_mark(quantized ? "sort_quantize" : "sort", stream);
   }
   if (a.num_tokens == 0) return;
   if (quantized) {

@@ -94,6 +94,7 @@
 #include "moe/moe_sort_reference.h"
 #include "moe/moe_permute.h"
 #include "moe/quantize_scatter_device.cuh"
+#include "moe/route_sort.h"
 #include "moe/small_sort_device.cuh"
 #include "kernels/sm90/quantize_device.h"
 #include "moekit/grouped_gemm.h"
@@ -242,11 +243,17 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(const FillParams p) {
 // moe_sort, single-CTA path
 // ---------------------------------------------------------------------------------------------
 
-// Single-CTA path: the phases of small_sort_device.cuh.
-__global__ void __launch_bounds__(detail::small_sort::kThreads) small_sort_kernel(const detail::small_sort::Params p) {
+// Single-CTA path: the phases of small_sort_device.cuh. CTAs from `sort_ctas` on quantize the tokens
+// (moe_sort_quantize; qp.units = 0 and no such CTAs otherwise).
+__global__ void __launch_bounds__(detail::small_sort::kThreads)
+    small_sort_kernel(const detail::small_sort::Params p, const ScatterParams qp, unsigned sort_ctas) {
   namespace ss = detail::small_sort;
-  ptx::griddep_wait();  // PDL (runtime/pdl.h): ids from the previous kernel; maps an earlier one may read
+  ptx::griddep_wait();  // PDL (runtime/pdl.h): ids and x from the previous kernel; maps an earlier one may read
   ptx::griddep_launch_dependents();
+  if (blockIdx.x >= sort_ctas) {
+    detail::quantize_ctas<ss::kThreads>(qp, blockIdx.x - sort_ctas, gridDim.x - sort_ctas);
+    return;
+  }
   if (blockIdx.x > 0) {
     ss::small_sort_helper_fill(p);
     return;
@@ -538,7 +545,8 @@ void moe_sort_with_path(MoeSortPath path, const int32_t* topk_ids, int64_t num_t
                  local_count, " <= ", small_sort::kMaxExperts);
   if (path == MoeSortPath::kSingleCta || (path == MoeSortPath::kAuto && small)) {
     const small_sort::Params q = small_sort_params(topk_ids, n, num_experts_total, local_offset, local_count, out);
-    launch_pdl(small_sort_kernel, dim3(small_sort_grid(q)), dim3(small_sort::kThreads), 0, stream, q);
+    const unsigned grid = small_sort_grid(q);
+    launch_pdl(small_sort_kernel, dim3(grid), dim3(small_sort::kThreads), 0, stream, q, ScatterParams{}, grid);
     MOEKIT_CUDA_CHECK(cudaGetLastError());
     return;
   }
@@ -595,6 +603,28 @@ void moe_sort_with_path(MoeSortPath path, const int32_t* topk_ids, int64_t num_t
   f.rows = rows;
   f.local_count = local_count;
   fill_kernel<<<grid_for(rows, kThreads), kThreads, 0, stream>>>(f);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+bool moe_sort_quantize_applies(int64_t num_tokens, int top_k, int local_count) {
+  return num_tokens >= 1 && top_k >= 1 && num_tokens * top_k <= small_sort::kMaxSlots &&
+         local_count <= small_sort::kMaxExperts;
+}
+
+void moe_sort_quantize(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts_total,
+                       int local_offset, int local_count, const MoeSortBuffers& out, void* workspace,
+                       size_t workspace_bytes, const RouteSortQuantize& quantize, cudaStream_t stream) {
+  constexpr const char* fn = "moekit::detail::moe_sort_quantize";
+  const int64_t n = moe_sort_validate(fn, topk_ids, num_tokens, top_k, num_experts_total, local_offset, local_count,
+                                      out, workspace, workspace_bytes);
+  MOEKIT_REQUIRE(moe_sort_quantize_applies(num_tokens, top_k, local_count), ErrorCode::kInvalidArgument, fn,
+                 ": needs the single-CTA sort: T * k = ", n, " <= ", small_sort::kMaxSlots, " and local_count = ",
+                 local_count, " <= ", small_sort::kMaxExperts);
+  const small_sort::Params q = small_sort_params(topk_ids, n, num_experts_total, local_offset, local_count, out);
+  ScatterParams qp{};
+  const unsigned quant_ctas = fused_quantize_params(fn, quantize, num_tokens, qp);
+  const unsigned grid = small_sort_grid(q);
+  launch_pdl(small_sort_kernel, dim3(grid + quant_ctas), dim3(small_sort::kThreads), 0, stream, q, qp, grid);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

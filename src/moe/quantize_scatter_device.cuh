@@ -108,6 +108,17 @@ __device__ __forceinline__ void quantize_scatter_units(const ScatterParams& p, i
   }
 }
 
+/// CTA `cta` of `ctas` quantization CTAs placed after a sort's CTAs in one launch (moe_route_sort,
+/// moe_sort_quantize): the first zeroes the counters, all quantize their share of p's units (token
+/// mode, one 128-column group pair per warp and unit: set_scatter_unroll(p, T, 1)).
+template <int kThreadsPerCta>
+__device__ __forceinline__ void quantize_ctas(const ScatterParams& p, unsigned cta, unsigned ctas) {
+  if (cta == 0)
+    for (int i = int(threadIdx.x); i < p.num_zero_u32; i += kThreadsPerCta) p.zero_u32[i] = 0u;
+  constexpr int kWarpsPerCta = kThreadsPerCta / 32;
+  quantize_scatter_units<1, false>(p, int64_t(cta) * kWarpsPerCta + (threadIdx.x >> 5), int64_t(ctas) * kWarpsPerCta);
+}
+
 /// Validates the arguments of permute_quantize_by_token_zeroing (moe_permute.h; token mode:
 /// expanded_to_permuted null, top_k 1, rows_bound = num_tokens — token t's codes go to row t of
 /// a_perm, its scales to column t of sa_perm) and fills `q` but for the unroll-dependent fields

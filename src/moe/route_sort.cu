@@ -61,12 +61,7 @@ __global__ void __maxnreg__(64) route_sort_kernel(const routing::Params rp, cons
   ptx::griddep_wait();  // PDL (runtime/pdl.h): the logits and x may come from the previous kernel
   ptx::griddep_launch_dependents();
   if (blockIdx.x >= sort_ctas) {  // quantization CTAs (RouteSortQuantize)
-    const unsigned qb = blockIdx.x - sort_ctas;
-    if (qb == 0)
-      for (int i = int(threadIdx.x); i < qp.num_zero_u32; i += int(blockDim.x)) qp.zero_u32[i] = 0u;
-    constexpr int kWarpsPerCta = small_sort::kThreads / 32;
-    quantize_scatter_units<1, false>(qp, int64_t(qb) * kWarpsPerCta + (threadIdx.x >> 5),
-                                     int64_t(gridDim.x - sort_ctas) * kWarpsPerCta);
+    quantize_ctas<small_sort::kThreads>(qp, blockIdx.x - sort_ctas, gridDim.x - sort_ctas);
     return;
   }
   if (blockIdx.x > 0) {
@@ -127,6 +122,15 @@ int group_words(const RoutingConfig& c) {
 
 }  // namespace
 
+unsigned fused_quantize_params(const char* fn, const RouteSortQuantize& q, int64_t num_tokens, ScatterParams& qp) {
+  if (!scatter_params(fn, q.x, num_tokens, q.hidden, 1, nullptr, num_tokens, q.xq, q.sx, q.zero_acc, q.zero_u32,
+                      q.num_zero_u32, qp))
+    return 0;
+  set_scatter_unroll(qp, num_tokens, 1);  // the most units: at T = 8, H = 7168 eight tokens of 28 each
+  const int64_t ctas = std::min<int64_t>(ceil_div(qp.units, int64_t{small_sort::kThreads / 32}), 64);
+  return static_cast<unsigned>(std::max<int64_t>(ctas, 1));  // the counters are zeroed by the first
+}
+
 bool moe_route_sort_applies(const RoutingConfig& config, int64_t num_tokens, int local_count) {
   if (!fusion_enabled() || num_tokens < 1 || num_tokens > kMaxTokens) return false;
   if (config.top_k < 1 || num_tokens * config.top_k > small_sort::kMaxSlots) return false;
@@ -151,16 +155,7 @@ void moe_route_sort(const RoutingConfig& config, const void* logits, LogitsType 
                                       local_count, out, workspace, workspace_bytes);
   const small_sort::Params sp = small_sort_params(topk_ids, n, num_experts_total, local_offset, local_count, out);
   ScatterParams qp{};
-  unsigned quant_ctas = 0;
-  if (quantize) {
-    const RouteSortQuantize& q = *quantize;
-    if (scatter_params(fn, q.x, num_tokens, q.hidden, 1, nullptr, num_tokens, q.xq, q.sx, q.zero_acc, q.zero_u32,
-                       q.num_zero_u32, qp)) {
-      set_scatter_unroll(qp, num_tokens, 1);  // the most units: T <= 8 tokens of ~28 each at H = 7168
-      quant_ctas = static_cast<unsigned>(std::min<int64_t>(ceil_div(qp.units, int64_t{small_sort::kThreads / 32}), 64));
-      quant_ctas = std::max(quant_ctas, 1u);  // the counters are zeroed by the first
-    }
-  }
+  const unsigned quant_ctas = quantize ? fused_quantize_params(fn, *quantize, num_tokens, qp) : 0u;
   const int warps = route_warps(num_tokens);
   const Launch l{plan.p, sp, qp, quant_ctas, warps, size_t(warps) * size_t(plan.p.smem_words) * 4, stream};
   if (!plan.bf16) {

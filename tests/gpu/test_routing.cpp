@@ -714,6 +714,96 @@ TEST(RouteSortFusedGpu, NaNAndInfRows) {
   }
 }
 
+// moe_sort_quantize (callers' top-k ids: the single-CTA sort with the token quantization in the same
+// launch) against moe_sort followed by quantize_tokens_zeroing: random ids with duplicates, -1 and
+// invalid ids, EP slices, hidden sizes with and without a partial 128-block, poisoned outputs; every
+// byte must match. Also once captured in a CUDA graph and replayed with other ids.
+TEST(SortQuantizeFusedGpu, MatchesSortThenQuantize) {
+  using moekit::detail::moe_sort_quantize;
+  struct Shape {
+    int64_t T;
+    int k, E, off, L;
+    int64_t H;
+  };
+  const Shape shapes[] = {{1, 8, 256, 0, 256, 7168},  {2, 8, 256, 0, 256, 7168},  {7, 8, 256, 128, 128, 2880},
+                          {64, 8, 256, 0, 256, 7168}, {256, 8, 256, 0, 256, 528}, {33, 1, 16, 3, 9, 2880},
+                          {5, 4, 384, 0, 384, 1024},  {128, 6, 64, 16, 32, 7168}};
+  moekit::test::Stream s;
+  uint64_t seed = 5;
+  for (const Shape& sh : shapes) {
+    const std::string what = "T" + std::to_string(sh.T) + "_k" + std::to_string(sh.k) + "_E" + std::to_string(sh.E) +
+                             "_slice" + std::to_string(sh.off) + "+" + std::to_string(sh.L) + "_H" +
+                             std::to_string(sh.H);
+    SCOPED_TRACE(what);
+    ASSERT_TRUE(moekit::detail::moe_sort_quantize_applies(sh.T, sh.k, sh.L));
+    std::mt19937_64 rng(seed++);
+    auto random_ids = [&] {
+      std::uniform_int_distribution<int> id(0, sh.E - 1), odd(0, 31);
+      std::vector<int32_t> ids(size_t(sh.T * sh.k));
+      for (auto& v : ids) {
+        const int o = odd(rng);
+        v = o == 0 ? -1 : o == 1 ? sh.E + o : o == 2 ? ids[0] : id(rng);  // -1, invalid, duplicates
+      }
+      ids.back() = sh.E + 7;  // at least one invalid id
+      return ids;
+    };
+    std::uniform_real_distribution<float> val(-3.0f, 3.0f);
+    std::vector<uint16_t> xs(size_t(sh.T * sh.H));
+    for (auto& v : xs) v = moekit::bf16_from_float(val(rng) + 1e-3f);
+    DeviceBuffer ids(size_t(sh.T * sh.k) * 4), x(xs.size() * 2);
+    x.upload(xs);
+    const size_t ws_bytes = moekit::moe_sort_workspace_size(sh.T, sh.k, sh.L);
+    DeviceBuffer ws(ws_bytes);
+    auto compare = [&](const std::vector<int32_t>& id_values, bool in_graph) {
+      ids.upload(id_values);
+      SortOut a(sh.T, sh.k, sh.L), b(sh.T, sh.k, sh.L);
+      QuantSide qa(sh.T, sh.H), qb(sh.T, sh.H);
+      moekit::moe_sort(ids.as<int32_t>(), sh.T, sh.k, sh.E, sh.off, sh.L, a.buffers(), ws.get(), ws_bytes, s);
+      moekit::detail::quantize_tokens_zeroing(x.get(), sh.T, sh.H, qa.xq.get(), qa.sx.as<float>(), qa.acc.as<float>(),
+                                              s, qa.counters.as<unsigned>(), 3);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      const moekit::detail::RouteSortQuantize q = qb.args(x.get(), sh.H);
+      auto run = [&] {
+        moe_sort_quantize(ids.as<int32_t>(), sh.T, sh.k, sh.E, sh.off, sh.L, b.buffers(), ws.get(), ws_bytes, q, s);
+      };
+      if (in_graph) {
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+        run();
+        ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+      } else {
+        run();
+      }
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      expect_same_bytes(qa.xq, qb.xq, "xq");
+      expect_same_bytes(qa.sx, qb.sx, "sx");
+      expect_same_bytes(qa.acc, qb.acc, "zeroed accumulator");
+      expect_same_bytes(qa.counters, qb.counters, "zeroed counters");
+      const auto acc = qb.acc.download<float>(size_t(sh.T * sh.H));
+      EXPECT_TRUE(std::all_of(acc.begin(), acc.end(), [](float v) { return v == 0.0f; })) << "y_acc zeroed";
+      const auto codes = qb.xq.download<uint8_t>(size_t(sh.T * sh.H));
+      EXPECT_GT(std::count_if(codes.begin(), codes.end(), [](uint8_t v) { return (v & 0x7F) != 0; }), sh.T * sh.H / 2)
+          << "the codes are not mostly zero";
+      expect_same_bytes(a.counts, b.counts, "expert_counts");
+      expect_same_bytes(a.offsets, b.offsets, "expert_offsets");
+      expect_same_bytes(a.p2e, b.p2e, "permuted_to_expanded");
+      expect_same_bytes(a.e2p, b.e2p, "expanded_to_permuted");
+      expect_same_bytes(a.invalid, b.invalid, "invalid_count");
+      EXPECT_GT(a.invalid.download<int32_t>(1)[0], 0) << "the ids include invalid ones";
+    };
+    compare(random_ids(), false);
+    compare(random_ids(), true);
+  }
+  EXPECT_FALSE(moekit::detail::moe_sort_quantize_applies(0, 8, 256));
+  EXPECT_FALSE(moekit::detail::moe_sort_quantize_applies(4096, 8, 256)) << "the radix path's sizes";
+}
+
 TEST(RouteSortFusedGpu, Applicability) {
   using moekit::detail::moe_route_sort_applies;
   const auto cases = preset_cases();
