@@ -47,4 +47,20 @@ inline void finish(cudaStream_t s, const std::string& what, double seconds = 120
   }
 }
 
+/// Captures body() (work it enqueues on s) into a CUDA graph, launches the graph once and waits
+/// for it (finish), then destroys it.
+template <class F>
+void run_in_graph(cudaStream_t s, F&& body) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  body();
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  finish(s, "graph replay");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
 }  // namespace moekit::test

@@ -2,6 +2,8 @@
 // → GEMM2 → combine) against the CPU float64 reference of SPEC §3 (moe_reference.h) on every token.
 #include <gtest/gtest.h>
 
+#include "gpu_test_util.h"
+
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -85,16 +87,7 @@ LayerRun run_layer(const Layer& L, int64_t t, uint64_t seed, bool use_graph = fa
     moekit::detail::moe_forward_unfused(a, ws.get(), ws_bytes, s);  // compile kernels outside capture
     EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     EXPECT_EQ(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), s), cudaSuccess);
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-    moekit::detail::moe_forward_unfused(a, ws.get(), ws_bytes, s);
-    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-    EXPECT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-    EXPECT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
-    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
+    moekit::test::run_in_graph(s, [&] { moekit::detail::moe_forward_unfused(a, ws.get(), ws_bytes, s); });
     cudaStreamDestroy(s);
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);

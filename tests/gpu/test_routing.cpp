@@ -684,14 +684,7 @@ TEST(RouteSortFusedGpu, QuantizeInGraphMatchesEager) {
     };
     run(se, qe);
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-    run(sg, qg);
-    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    moekit::test::run_in_graph(s, [&] { run(sg, qg); });
     expect_same_bytes(se.ids, sg.ids, "topk_ids");
     expect_same_bytes(se.offsets, sg.offsets, "expert_offsets");
     expect_same_bytes(se.p2e, sg.p2e, "permuted_to_expanded");
@@ -699,8 +692,6 @@ TEST(RouteSortFusedGpu, QuantizeInGraphMatchesEager) {
     expect_same_bytes(qe.sx, qg.sx, "sx");
     expect_same_bytes(qe.acc, qg.acc, "zeroed accumulator");
     expect_same_bytes(qe.counters, qg.counters, "zeroed counters");
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
   }
 }
 
@@ -766,20 +757,8 @@ TEST(SortQuantizeFusedGpu, MatchesSortThenQuantize) {
       auto run = [&] {
         moe_sort_quantize(ids.as<int32_t>(), sh.T, sh.k, sh.E, sh.off, sh.L, b.buffers(), ws.get(), ws_bytes, q, s);
       };
-      if (in_graph) {
-        cudaGraph_t graph = nullptr;
-        cudaGraphExec_t exec = nullptr;
-        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-        run();
-        ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-        ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-      } else {
-        run();
-      }
+      if (in_graph) moekit::test::run_in_graph(s, run);
+      else run();
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
       expect_same_bytes(qa.xq, qb.xq, "xq");
       expect_same_bytes(qa.sx, qb.sx, "sx");
