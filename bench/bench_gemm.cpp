@@ -22,6 +22,8 @@
 #include "baseline/cublaslt.h"
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "gemm/gemm_launch.h"
+#include "gemm/heuristic.h"
 #include "moekit/error.h"
 #include "moekit/gemm.h"
 #include "moekit/numerics.h"
@@ -44,12 +46,17 @@ struct Options {
   int reps = 30;
   bool baseline = true;
   std::string config;  // forced configuration for every shape (empty: the heuristic's)
+  bool sweep = false;  // also time every candidate configuration (tuning)
 };
 
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: moekit bench gemm [--csv|--json] [--shapes M:N:K,...] [--reps R] [--no-baseline] [--config CFG]\n"
-               "  --config CFG  force a kernel configuration, e.g. m128n160s5g8x132c2 (default: heuristic)\n"
+               "                         [--sweep]\n"
+               "  --config CFG  force a kernel configuration, e.g. m128n160s5g8x132c2 or m64n64s10g1x132c1k4\n"
+               "                (split-K over 4 CTAs) (default: heuristic)\n"
+               "  --sweep       also time every candidate configuration of each shape (tile, split-K) and\n"
+               "                print one '# sweep' line each, fastest marked (tuning the heuristic)\n"
                "  --shapes      comma-separated M:N:K list (default: M in {64,128,4096} x 6 (N,K) pairs)\n"
                "  --reps R      timed repetitions per case, median reported (default 30)\n"
                "  --no-baseline skip the cuBLASLt FP8 and BF16 baselines\n");
@@ -134,6 +141,8 @@ int bench_gemm_main(int argc, char** argv) {
       opt.config = argv[++i];
     } else if (arg == "--no-baseline") {
       opt.baseline = false;
+    } else if (arg == "--sweep") {
+      opt.sweep = true;
     } else if ((arg == "--shapes" || arg == "--reps") && i + 1 < argc) {
       const std::string value = argv[++i];
       if (arg == "--shapes") {
@@ -173,6 +182,12 @@ int bench_gemm_main(int argc, char** argv) {
                opt.baseline ? baseline::CublasLt::version().c_str() : "");
   std::fflush(info);
 
+  if (opt.sweep) {
+    const detail::GemmDeviceLimits lim = detail::device_limits();
+    std::fprintf(info, "# sweep: clusters of 2..8 CTAs running at once:");
+    for (int c = 2; c <= 8; ++c) std::fprintf(info, " %d:%d", c, lim.cluster_slots[c]);
+    std::fprintf(info, "\n");
+  }
   const BenchStream bench_stream;
   const cudaStream_t stream = bench_stream.get();
 
@@ -261,6 +276,23 @@ int bench_gemm_main(int argc, char** argv) {
         ours_col[1] = fmt("%.2f", our_us);
         ours_col[2] = fmt("%.1f", flops / (our_us * 1e-6) / 1e12);
         ours_col[3] = fmt("%.0f", io_bytes / (our_us * 1e-6) / 1e9);
+        if (opt.sweep) {
+          std::string best;
+          double best_us = 1e30;
+          for (const GemmConfig& c : detail::gemm_sweep_candidates(m, n, k, detail::device_limits())) {
+            gemm_fp8_nt(args_for(0, d_ours.get()), c, stream);
+            MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            const double us = time_median_us(
+                [&](int it) { gemm_fp8_nt(args_for(it % nsets, d_ours.get()), c, stream); }, stream, 5, opt.reps);
+            std::fprintf(info, "# sweep %lldx%lldx%lld %-22s %9.2f us %7.1f TFLOPS %6.0f GB/s\n", (long long)m,
+                         (long long)n, (long long)k, c.str().c_str(), us, flops / (us * 1e-6) / 1e12,
+                         io_bytes / (us * 1e-6) / 1e9);
+            if (us < best_us) best_us = us, best = c.str();
+          }
+          std::fprintf(info, "# sweep %lldx%lldx%lld best %s %.2f us (heuristic %s %.2f us)\n", (long long)m,
+                       (long long)n, (long long)k, best.c_str(), best_us, ours_col[0].c_str(), our_us);
+          std::fflush(info);
+        }
       } catch (const std::exception& e) {
         our_us = -1.0;
         ours_col[1] = "err";

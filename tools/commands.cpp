@@ -56,14 +56,10 @@ int jit_warm_main(int argc, char** argv) {
   }
   // Without a GPU, assume an H100/H200 (132 SMs, 227 KiB shared memory): the same configs.
   detail::GemmDeviceLimits lim;
-  if (detail::gpu_available()) {
-    const auto& d = detail::current_device();
-    lim.num_sms = d.num_sms;
-    lim.smem_bytes = static_cast<unsigned>(d.smem_optin);
-  }
+  if (detail::gpu_available()) lim = detail::device_limits();
   std::set<std::pair<std::string, std::string>> sources;  // (entry, source)
   for (const Shape& s : shapes) {
-    const GemmConfig c = detail::select_gemm_config(s.m, s.n, s.k, lim);
+    const GemmConfig c = detail::select_gemm_config(s.m, s.n, s.k, lim, 1, true);
     std::string entry;
     std::string src = detail::fp8_gemm_kernel_source(c, "fp8_gemm_dense", &entry);
     sources.insert({entry, src});

@@ -44,9 +44,15 @@ struct GemmConfig {
   /// CTAs per thread-block cluster along M (1 or 2). With 2, the two CTAs compute vertically
   /// adjacent tiles and each loads half of their common B tile, multicast to both (TMA multicast).
   int multicast = 1;
-  /// Human-readable form, e.g. "m128n128s5g8x132c2".
+  /// CTAs that share each tile's K blocks (1 ... 8; dense GEMM only, with multicast = 1). With S > 1
+  /// the S CTAs of a thread-block cluster each accumulate about num_kb / S K blocks of the same tile
+  /// and the first adds the others' FP32 partial sums from their shared memory (no workspace; the
+  /// sum order is fixed, so results are deterministic) — for shapes with too few tiles to fill the
+  /// GPU (small M). num_sms must be a multiple of S, and S ≤ ceil(k / 128).
+  int split_k = 1;
+  /// Human-readable form, e.g. "m128n128s5g8x132c2", or "m64n64s10g1x132c1k4" with split_k = 4.
   std::string str() const;
-  /// Parses str()'s form (the trailing "c<multicast>" may be omitted). Throws
+  /// Parses str()'s form (the trailing "c<multicast>" and "k<split_k>" may be omitted). Throws
   /// moekit::Error(kInvalidArgument) on malformed text; does not check that the config can run.
   static GemmConfig parse(const std::string& text);
 };

@@ -67,6 +67,7 @@ GemmDeviceLimits device_limits() {
   GemmDeviceLimits lim;
   lim.num_sms = d.num_sms;
   lim.smem_bytes = static_cast<unsigned>(d.smem_optin);
+  for (int c = 1; c <= 8; ++c) lim.cluster_slots[c] = d.max_clusters[c];
   return lim;
 }
 
@@ -98,6 +99,7 @@ CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes) {
 std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry,
                                    const Fp8GemmFamily& family) {
   const bool finer = family.promote_k != 128;
+  const bool split = c.split_k > 1;  // dense body only (launch_fp8_gemm checks)
   // Diagnostic knob (not API), for A/B runs of compile-time switches in the kernel headers:
   // MOEKIT_JIT_DEFINES="NAME=VALUE[,| ]..." prepends a #define per item to every GEMM kernel's
   // source (e.g. MOEKIT_WG_ORDER=0); the entry name gets a hash of the list, so the in-process
@@ -123,7 +125,8 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
     return d;
   }();
   *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast,
-                  finer ? concat("p", family.promote_k) : std::string(), defines.second);
+                  finer ? concat("p", family.promote_k) : std::string(), split ? concat("k", c.split_k) : std::string(),
+                  defines.second);
   return concat(defines.first, "#include \"", family.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
                 sm90::gemm_num_threads(c.block_m, family.wg_n), ", 1)\n", *entry,
                 "(const __grid_constant__ moekit::ptx::TmaDescriptor tma_a,\n"
@@ -133,12 +136,14 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
                 " const moekit::sm90::GemmParams params) {\n"
                 "  moekit::sm90::",
                 body, "<", c.block_m, ", ", c.block_n, ", ", c.stages, ", ", c.multicast,
-                finer ? concat(", ", family.promote_k) : std::string(), ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
+                finer ? concat(", ", family.promote_k) : std::string(), split ? concat(", ", c.split_k) : std::string(),
+                ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
 }
 
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family) {
-  return family.epilogue_smem == ~0u ? sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages)
-                                     : sm90::gemm_smem_bytes_with(family.epilogue_smem, c.block_m, c.block_n, c.stages);
+  return family.epilogue_smem == ~0u
+             ? sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages, c.split_k)
+             : sm90::gemm_smem_bytes_with(family.epilogue_smem, c.block_m, c.block_n, c.stages, c.split_k);
 }
 
 namespace {
@@ -179,6 +184,8 @@ void print_gemm_trace(unsigned long long* trace, unsigned ctas, const char* body
 void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
                      cudaStream_t stream, const Fp8GemmFamily& family) {
   const uint64_t num_kb = static_cast<uint64_t>(ceil_div(op.k, kQuantBlock));
+  MOEKIT_REQUIRE(c.split_k == 1 || (std::strcmp(body, "fp8_gemm_dense") == 0 && family.promote_k == 128),
+                 ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), ": split-K runs only the dense GEMM");
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
   const unsigned a_box = family.a_box_rows ? static_cast<unsigned>(family.a_box_rows) : unsigned(c.block_m);
   const int64_t a_rows = op.a_rows ? op.a_rows : op.rows;
@@ -243,10 +250,10 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   CUlaunchAttribute attrs[2];
   std::memset(attrs, 0, sizeof attrs);
   unsigned num_attrs = 0;
-  if (c.multicast > 1) {
+  if (c.multicast * c.split_k > 1) {
     CUlaunchAttribute& cluster = attrs[num_attrs++];
     cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster.value.clusterDim.x = static_cast<unsigned>(c.multicast);
+    cluster.value.clusterDim.x = static_cast<unsigned>(c.multicast * c.split_k);
     cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
   }
   if (pdl_active()) {  // the kernel waits (griddepcontrol.wait) before touching global memory
@@ -277,7 +284,8 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
 }  // namespace detail
 
 std::string GemmConfig::str() const {
-  return detail::concat("m", block_m, "n", block_n, "s", stages, "g", raster_group, "x", num_sms, "c", multicast);
+  return detail::concat("m", block_m, "n", block_n, "s", stages, "g", raster_group, "x", num_sms, "c", multicast,
+                        split_k != 1 ? detail::concat("k", split_k) : std::string());
 }
 
 GemmConfig GemmConfig::parse(const std::string& text) {
@@ -287,25 +295,33 @@ GemmConfig GemmConfig::parse(const std::string& text) {
                               &c.num_sms, &used);
   MOEKIT_REQUIRE(got == 5, ErrorCode::kInvalidArgument, "moekit::GemmConfig::parse: '", text,
                  "' is not of the form m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>]");
-  const std::string rest = text.substr(static_cast<size_t>(used));
-  if (!rest.empty()) {
+  std::string rest = text.substr(static_cast<size_t>(used));
+  // Optional suffixes, in this order: c<multicast>, k<split_k>.
+  auto suffix = [&](char tag, int& value) {
+    if (rest.empty() || rest[0] != tag) return;
     int consumed = 0;
-    MOEKIT_REQUIRE(std::sscanf(rest.c_str(), "c%d%n", &c.multicast, &consumed) == 1 && size_t(consumed) == rest.size(),
-                   ErrorCode::kInvalidArgument, "moekit::GemmConfig::parse: trailing '", rest, "' in '", text, "'");
-  }
+    const char format[] = {tag, '%', 'd', '%', 'n', '\0'};
+    MOEKIT_REQUIRE(std::sscanf(rest.c_str(), format, &value, &consumed) == 1, ErrorCode::kInvalidArgument,
+                   "moekit::GemmConfig::parse: bad '", rest, "' in '", text, "'");
+    rest = rest.substr(static_cast<size_t>(consumed));
+  };
+  suffix('c', c.multicast);
+  suffix('k', c.split_k);
+  MOEKIT_REQUIRE(rest.empty(), ErrorCode::kInvalidArgument, "moekit::GemmConfig::parse: trailing '", rest, "' in '",
+                 text, "'");
   return c;
 }
 
 GemmConfig gemm_fp8_select_config(int64_t m, int64_t n, int64_t k) {
   detail::require_sm90("moekit::gemm_fp8_select_config");
-  return detail::select_gemm_config(m, n, k, detail::device_limits());
+  return detail::select_gemm_config(m, n, k, detail::device_limits(), 1, true);
 }
 
 void gemm_fp8_nt(const GemmFp8Args& args, cudaStream_t stream) {
   detail::validate(args);
   if (args.m == 0) return;
   detail::require_sm90("moekit::gemm_fp8_nt");
-  gemm_fp8_nt(args, detail::select_gemm_config(args.m, args.n, args.k, detail::device_limits()), stream);
+  gemm_fp8_nt(args, detail::select_gemm_config(args.m, args.n, args.k, detail::device_limits(), 1, true), stream);
 }
 
 void gemm_fp8_nt(const GemmFp8Args& a, const GemmConfig& c, cudaStream_t stream) {
@@ -316,6 +332,9 @@ void gemm_fp8_nt(const GemmFp8Args& a, const GemmConfig& c, cudaStream_t stream)
   const std::string problem = gemm_config_problem(c, device_limits());
   MOEKIT_REQUIRE(problem.empty(), ErrorCode::kInvalidArgument, "moekit::gemm_fp8_nt: configuration ", c.str(),
                  " cannot run: ", problem);
+  MOEKIT_REQUIRE(c.split_k <= ceil_div(a.k, kQuantBlock), ErrorCode::kInvalidArgument,
+                 "moekit::gemm_fp8_nt: configuration ", c.str(), " splits K ", c.split_k, " ways, but k = ", a.k,
+                 " has only ", ceil_div(a.k, kQuantBlock), " blocks of 128");
 
   const Fp8GemmOperands op{a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd, a.m, a.n, a.n, a.k};
   launch_fp8_gemm(c, "fp8_gemm_dense", op, sm90::GemmParams{}, stream);
@@ -323,7 +342,7 @@ void gemm_fp8_nt(const GemmFp8Args& a, const GemmConfig& c, cudaStream_t stream)
 
 void gemm_fp8_prepare(int64_t m, int64_t n, int64_t k) {
   detail::require_sm90("moekit::gemm_fp8_prepare");
-  const GemmConfig c = detail::select_gemm_config(m, n, k, detail::device_limits());
+  const GemmConfig c = detail::select_gemm_config(m, n, k, detail::device_limits(), 1, true);
   std::string entry;
   const std::string source = detail::fp8_gemm_kernel_source(c, "fp8_gemm_dense", &entry);
   jit::get_kernel(source, entry);

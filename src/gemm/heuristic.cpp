@@ -19,15 +19,33 @@ constexpr double kL2BytesPerSm = 1.0e11;         // bytes/s one SM can pull thro
 constexpr double kDramBytes = 3.0e12;            // device memory bytes/s (read + write)
 constexpr double kDramBytesPerSm = 2.3e10;       // per pulling CTA (measured: 112 CTAs -> 2.58 TB/s)
 constexpr double kTileOverhead = 1.0e-6;         // s per tile: scale loads, epilogue, pipeline fill
+// A single M block's A tile read by every CTA at once ("hot" lines): measured on the H100 at
+// 64x2112x7168 with 132 CTAs of m64n16, 60 MB of A in a 12.3 us K loop (perf-notes v19).
+constexpr double kL2HotBytes = 4.9e12;
+// Split-K: the cluster's handover (its barrier, the ranks' skew) and rank 0's DSMEM reads of the
+// other ranks' FP32 partials, measured (MOEKIT_TRACE_GEMM, perf-notes v19): 2.1 us for one 32 KB
+// partial, 7.4 us for seven.
+constexpr double kSplitFixed = 1.3e-6;
+constexpr double kDsmemBytes = 3.6e10;           // bytes/s one SM reads from its cluster's peers
+constexpr int kMaxModelSplit = 4;                // clusters of up to 4 CTAs (of 8, fewer are co-resident)
 
 constexpr int kBlockNs[] = {16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 192};
 
 }  // namespace
 
-int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim) {
+namespace {
+// Most stages (≤ kMaxStages, 0 if not even 2) that fit next to a staging buffer of `epilogue_smem`
+// bytes (~0u: the bf16 D tile) with split-K over `split_k` CTAs.
+int stages_that_fit(unsigned epilogue_smem, int bm, int bn, int split_k, const GemmDeviceLimits& lim) {
+  const unsigned epi = epilogue_smem == ~0u ? sm90::gemm_smem_d_bytes(bm, bn) : epilogue_smem;
   for (int s = kMaxStages; s >= 2; --s)
-    if (sm90::gemm_smem_bytes(block_m, block_n, s) <= lim.smem_bytes) return s;
+    if (sm90::gemm_smem_bytes_with(epi, bm, bn, s, split_k) <= lim.smem_bytes) return s;
   return 0;
+}
+}  // namespace
+
+int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim) {
+  return stages_that_fit(~0u, block_m, block_n, 1, lim);
 }
 
 std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim) {
@@ -35,7 +53,11 @@ std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim
   if (!sm90::gemm_block_n_supported(c.block_n))
     return concat("block_n=", c.block_n, " is not a multiple of 8 in [16,128] or one of 144, 160, 192");
   if (c.stages < 2) return concat("stages=", c.stages, " < 2");
-  const unsigned need = sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages);
+  if (c.split_k < 1 || c.split_k > sm90::kGemmMaxSplitK)
+    return concat("split_k=", c.split_k, " is not in [1, ", sm90::kGemmMaxSplitK, "]");
+  if (c.split_k > 1 && c.multicast != 1) return concat("split_k=", c.split_k, " needs multicast=1");
+  if (c.num_sms % c.split_k != 0) return concat("num_sms=", c.num_sms, " is not a multiple of split_k=", c.split_k);
+  const unsigned need = sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages, c.split_k);
   if (need > lim.smem_bytes)
     return concat("needs ", need, " bytes of shared memory, the device allows ", lim.smem_bytes);
   if (c.num_sms < 1 || c.num_sms > lim.num_sms) return concat("num_sms=", c.num_sms, " out of [1, ", lim.num_sms, "]");
@@ -46,25 +68,33 @@ std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim
   return {};
 }
 
-GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups) {
+GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups,
+                              bool allow_split_k) {
   GemmConfig best;
   double best_time = 1e30;
   m = std::max<int64_t>(m, 1);
   groups = std::max<int64_t>(groups, 1);
   const double unique_bytes = double(groups) * double(m * k + n * k + 2 * m * n);
+  const int64_t num_kb = ceil_div(std::max<int64_t>(k, 1), int64_t(kQuantBlock));
   for (int bm : {64, 128}) {
     if (bm == 128 && m <= 64) continue;  // half the tile would be padding
     const int64_t m_blocks = ceil_div(m, bm);
     // Multicast (mc = 2) is supported but not chosen: measured on the H100 it was 4-10% slower
     // than mc = 1 with pipelined tiles (docs/perf-notes.md v3); it stays reachable by forcing it.
     for (int mc : {1}) {
-      const int64_t max_ctas = lim.num_sms / mc * mc;
+     for (int split = 1; split <= (allow_split_k ? kMaxModelSplit : 1); ++split) {
+      if (split > num_kb) break;
+      const int64_t max_ctas = lim.max_cluster_ctas(mc * split);
       for (int bn : kBlockNs) {
-        const int stages = gemm_max_stages(bm, bn, lim);
+        const int stages = stages_that_fit(~0u, bm, bn, split, lim);
         if (stages < 2) continue;
         const int64_t tiles = groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
-        const int64_t ctas = std::min(tiles, max_ctas);
-        const int64_t waves = ceil_div(tiles, ctas);
+        // Split-K only where its clusters run in one wave (a cluster's tiles queue behind each
+        // handover: measured 4x slower with several tiles per cluster).
+        if (split > 1 && tiles * split > max_ctas) continue;
+        const int64_t ctas = std::min(tiles * split, max_ctas);
+        const int64_t waves = ceil_div(tiles * split, ctas);
+        const double k_cta = split == 1 ? double(k) : double(ceil_div(num_kb, int64_t(split)) * kQuantBlock);  // K per CTA
         // Tiles with block_n <= 128 overlap each warpgroup's FP32 promotion with its own next
         // MMAs (double-buffered accumulators); wider tiles rely on the other warpgroup, and a
         // single warpgroup (block_m 64) cannot hide it at all.
@@ -79,19 +109,29 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
         // not established: their promotion selects each 8-column chunk's B scale at run time.
         const bool straddles = bm == 128 && pipelined && 128 % bn != 0;
         const int bn_mma = straddles ? bn + 24 : bn;
-        const double t_mma = 2.0 * bm * bn_mma * double(k) / (kPeakFp8PerSm * mma_eff);
+        const double t_mma = 2.0 * bm * bn_mma * k_cta / (kPeakFp8PerSm * mma_eff);
         // Each CTA pulls its A tile and its 1/mc share of the B tile through L2.
-        const double t_load = (double(bm) + double(bn) / mc) * double(k) / kL2BytesPerSm;
+        const double t_load = (double(bm) + double(bn) / mc) * k_cta / kL2BytesPerSm;
+        // With one or two M blocks, ctas / m_blocks CTAs read the same A lines at once (calibrated
+        // on the dense GEMM only; the grouped and MoE selections keep the model they were measured with).
+        const double t_a_hot = allow_split_k && m_blocks * groups <= 2
+                                   ? double(ctas) / double(m_blocks) * bm * k_cta / kL2HotBytes
+                                   : 0.0;
+        const double t_reduce =
+            split > 1 ? kSplitFixed + double(split - 1) * bm * bn * 4.0 / kDsmemBytes : 0.0;
         const double dram_floor = unique_bytes / std::min(kDramBytes, double(ctas) * kDramBytesPerSm);
         // With a single M block no other tile reuses a B tile: each CTA streams its tiles' B from
         // DRAM at the per-CTA rate, so a short last wave costs a whole tile's stream.
-        const double t_b_stream = m_blocks == 1 ? double(bn) * double(k) / kDramBytesPerSm : 0.0;
-        const double t_tile = std::max({t_mma, t_load, t_b_stream}) + kTileOverhead;
+        const double t_b_stream = m_blocks == 1 ? double(bn) * k_cta / kDramBytesPerSm : 0.0;
+        const double t_tile = std::max({t_mma, t_load, t_b_stream, t_a_hot}) + kTileOverhead + t_reduce;
         const double t = std::max(double(waves) * t_tile, dram_floor);
         // On (near) ties prefer less L2 traffic: multicast, then the larger tile.
-        const bool better = t < best_time * 0.99 ||
-                            (t <= best_time * 1.01 && (mc > best.multicast ||
-                                                       (mc == best.multicast && bm * bn > best.block_m * best.block_n)));
+        // Split-K only for a clear gain (its handover is the least certain term).
+        const bool better =
+            split > 1 ? t < best_time * 0.95
+                      : t < best_time * 0.99 ||
+                            (t <= best_time * 1.01 &&
+                             (mc > best.multicast || (mc == best.multicast && bm * bn > best.block_m * best.block_n)));
         if (better) {
           best_time = std::min(t, best_time);
           best.block_m = bm;
@@ -100,27 +140,45 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           best.multicast = mc;
           best.raster_group = static_cast<int>(std::min<int64_t>(m_blocks * groups, 8));
           best.num_sms = static_cast<int>(ctas);
+          best.split_k = split;
         }
       }
+     }
     }
   }
   return best;
 }
 
-namespace {
-int max_stages_with(unsigned epilogue_smem, int bm, int bn, const GemmDeviceLimits& lim) {
-  for (int s = kMaxStages; s >= 2; --s)
-    if (sm90::gemm_smem_bytes_with(epilogue_smem, bm, bn, s) <= lim.smem_bytes) return s;
-  return 0;
+std::vector<GemmConfig> gemm_sweep_candidates(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim) {
+  std::vector<GemmConfig> out;
+  const int64_t num_kb = ceil_div(std::max<int64_t>(k, 1), int64_t(kQuantBlock));
+  for (int bm : {64, 128}) {
+    if (bm == 128 && m <= 64) continue;
+    const int64_t m_blocks = ceil_div(std::max<int64_t>(m, 1), int64_t(bm));
+    for (int bn : {32, 64, 96, 128, 160, 192}) {
+      const int64_t tiles = m_blocks * ceil_div(n, int64_t(bn));
+      for (int split : {1, 2, 3, 4, 6, 8}) {
+        if (split > num_kb || (split > 1 && tiles >= 2 * lim.num_sms)) continue;
+        GemmConfig c;
+        c.block_m = bm;
+        c.block_n = bn;
+        c.split_k = split;
+        c.stages = stages_that_fit(~0u, bm, bn, split, lim);
+        c.raster_group = static_cast<int>(std::min<int64_t>(m_blocks, 8));
+        c.num_sms = static_cast<int>(std::min<int64_t>(tiles * split, lim.max_cluster_ctas(split)));
+        if (c.stages >= 2 && c.num_sms >= split) out.push_back(c);
+      }
+    }
+  }
+  return out;
 }
-}  // namespace
 
 GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_per_expert, unsigned epilogue_smem,
                                    const GemmDeviceLimits& lim) {
   GemmConfig c;
   c.block_m = 64;
   c.block_n = 256;
-  c.stages = max_stages_with(epilogue_smem, c.block_m, c.block_n, lim);
+  c.stages = stages_that_fit(epilogue_smem, c.block_m, c.block_n, 1, lim);
   // Measured (perf-notes, fused MoE v1): without pairing, the persistent CTAs that share an
   // expert's B tile drift apart and re-read it from DRAM (GEMM1 at DRAM peak, ~2x the weight bytes).
   // Dynamic scheduling (single CTAs, one pass) keeps them together too, but measured no faster at
@@ -141,7 +199,7 @@ GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64
                                    const GemmDeviceLimits& lim) {
   GemmConfig c = select_gemm_config(rows_per_group, n, k, lim, groups);
   c.multicast = 1;
-  c.stages = max_stages_with(0, c.block_m, c.block_n, lim);
+  c.stages = stages_that_fit(0, c.block_m, c.block_n, 1, lim);
   const int64_t tiles = std::max<int64_t>(1, rows_bound / c.block_m * ceil_div(n, c.block_n));
   c.num_sms = static_cast<int>(std::min<int64_t>(lim.num_sms, tiles));
   return c;

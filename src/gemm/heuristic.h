@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "moekit/gemm.h"
 
@@ -12,6 +13,16 @@ namespace moekit::detail {
 struct GemmDeviceLimits {
   int num_sms = 132;                  ///< H100 SXM / H200
   unsigned smem_bytes = 232448;       ///< opt-in dynamic shared memory per block (227 KiB)
+  /// cluster_slots[s]: clusters of s CTAs (one per SM) that run at once; 0 = unknown (taken as
+  /// num_sms / s).
+  int cluster_slots[9] = {};
+  /// CTAs a grid of clusters of `size` may have in one wave.
+  int max_cluster_ctas(int size) const {
+    if (size <= 1) return num_sms;
+    const int fit = num_sms / size;
+    const int slots = size >= 1 && size <= 8 && cluster_slots[size] > 0 ? cluster_slots[size] : fit;
+    return (slots < fit ? slots : fit) * size;
+  }
 };
 
 /// Most pipeline stages that fit in shared memory for this tile (capped), 0 if none.
@@ -19,8 +30,14 @@ int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim);
 
 /// Picks the configuration with the lowest modeled time (see heuristic.cpp for the model) for
 /// `groups` independent problems of m x n x k each (1 for the dense GEMM; grouped GEMMs pass the
-/// expected rows per group).
-GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups = 1);
+/// expected rows per group). `allow_split_k`: the dense GEMM may split K over clusters.
+GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups = 1,
+                              bool allow_split_k = false);
+
+/// Candidate dense configurations for a tuning sweep (`moekit bench gemm --sweep`): tiles of
+/// 64/128 rows x 32...192 columns, split-K over 1...8 CTAs where the tiles alone fill less than
+/// two waves, each with the most stages that fit and a grid of whole clusters.
+std::vector<GemmConfig> gemm_sweep_candidates(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim);
 
 /// The MoE layer's fused GEMM1 (SwiGLU + FP8 requant epilogue): 64 x 256 tiles of the prepared
 /// W1, as many stages as fit next to the epilogue's `epilogue_smem` bytes, at most one CTA per

@@ -123,6 +123,13 @@ __device__ __forceinline__ void mbar_arrive_cluster(u32 cluster_bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
 }
 
+/// Arrives on an mbarrier of any CTA of the cluster with .release.cluster semantics: this thread's
+/// earlier memory accesses (e.g. shared-memory writes a peer will read through DSMEM, or DSMEM
+/// reads of a buffer the peer will overwrite) happen before the peer's matching mbar_wait_cluster.
+__device__ __forceinline__ void mbar_arrive_cluster_release(u32 cluster_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
+}
+
 /// Arrives and announces `bytes` of transactions (TMA) that will complete this phase.
 __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
@@ -141,6 +148,19 @@ __device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
 /// Blocks until the phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
   while (!mbar_try_wait(bar, parity)) {
+  }
+}
+
+/// mbar_wait with .acquire.cluster semantics: pairs with mbar_arrive_cluster_release of a peer CTA.
+__device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity) {
+  u32 done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, "
+        "p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
   }
 }
 
@@ -285,6 +305,19 @@ __device__ __forceinline__ void ld_shared_v4(u32 addr, u32 (&v)[4]) {
 __device__ __forceinline__ void st_shared_v4(u32 addr, const u32 (&v)[4]) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
                : "memory");
+}
+
+/// 16 bytes of another CTA's shared memory (address from map_to_cta), as four floats.
+__device__ __forceinline__ void ld_shared_cluster_v4(u32 cluster_addr, float (&v)[4]) {
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+               : "r"(cluster_addr)
+               : "memory");
+}
+
+/// 16-byte shared-memory store of four floats.
+__device__ __forceinline__ void st_shared_v4_f32(u32 addr, float a, float b, float c, float d) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
 }
 
 /// 16-byte global store.

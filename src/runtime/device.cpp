@@ -40,6 +40,8 @@ const DeviceInfo& current_device() {
     info->smem_optin = static_cast<size_t>(v);
     MOEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, dev));
     info->l2_bytes = static_cast<size_t>(v);
+    if (info->cc_major >= 9)  // clusters exist from sm_90 on
+      for (int c = 1; c <= 8; ++c) info->max_clusters[c] = max_active_clusters(c, info->smem_optin);
     cache[dev] = info;
   }
   return *cache[dev];

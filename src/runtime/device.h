@@ -10,7 +10,14 @@ struct DeviceInfo {
   int num_sms = 0;
   size_t smem_optin = 0;   ///< max dynamic shared memory per block (opt-in)
   size_t l2_bytes = 0;
+  /// max_clusters[s]: thread-block clusters of s CTAs (s = 1 ... 8) that run at once with one CTA
+  /// per SM (cudaOccupancyMaxActiveClusters; fewer than num_sms / s where GPCs have spare SMs).
+  int max_clusters[9] = {};
 };
+
+/// Clusters of `cluster_size` CTAs with `smem_per_cta` bytes of dynamic shared memory each that the
+/// current device runs at once.
+int max_active_clusters(int cluster_size, size_t smem_per_cta);
 
 /// Facts of the current device. Throws ErrorCode::kUnsupportedDevice if there is no GPU.
 const DeviceInfo& current_device();

@@ -1,6 +1,8 @@
 // CPU tests of the GEMM configuration heuristic and the shared-memory layout rules.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <array>
 
 #include "gemm/heuristic.h"
@@ -64,6 +66,29 @@ TEST(GemmConfig, SmallMSpreadsWeightsOverMostSms) {
   }
 }
 
+// Dense decode shapes with few N blocks split K over clusters (measured on the H100, perf-notes
+// v19: 64x2112x7168 18.0 us unsplit, 14.6 us over 3 CTAs) — in one wave of whole clusters; shapes
+// with enough tiles do not.
+TEST(GemmConfig, DenseSmallMSplitsKWhereTilesAreFew) {
+  GemmDeviceLimits lim;
+  for (int64_t m : {1, 64, 128}) {
+    const GemmConfig c = moekit::detail::select_gemm_config(m, 2112, 7168, lim, 1, true);
+    EXPECT_GT(c.split_k, 1) << m << " -> " << c.str();
+    EXPECT_GE(c.num_sms, 96) << m << " -> " << c.str();
+    EXPECT_EQ(c.num_sms % c.split_k, 0) << c.str();
+    EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "") << c.str();
+  }
+  EXPECT_EQ(moekit::detail::select_gemm_config(64, 2112, 7168, lim).split_k, 1);  // grouped: never
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 24576, 1536}, {4096, 7168, 16384}, {64, 32768, 512}})
+    EXPECT_EQ(moekit::detail::select_gemm_config(m, n, k, lim, 1, true).split_k, 1) << m << "x" << n << "x" << k;
+  // Fewer co-resident clusters than num_sms / size: the grid stays within one wave of them.
+  lim.cluster_slots[3] = 30;
+  lim.cluster_slots[2] = 60;
+  lim.cluster_slots[4] = 20;
+  const GemmConfig c = moekit::detail::select_gemm_config(64, 2112, 7168, lim, 1, true);
+  if (c.split_k > 1) EXPECT_LE(c.num_sms, lim.cluster_slots[c.split_k] * c.split_k) << c.str();
+}
+
 TEST(GemmConfig, StagesRespectSharedMemory) {
   GemmDeviceLimits lim;
   for (int bm : {64, 128})
@@ -98,6 +123,22 @@ TEST(GemmConfig, RejectsBadForcedConfigs) {
   EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
   c = {128, 128, 4, 8, 500};
   EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  // Split-K: 1..8 CTAs per cluster, a grid of whole clusters, no multicast, its partials' memory.
+  c = {64, 64, 8, 1, 132, 1, 4};
+  EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
+  c.split_k = 8;  // 132 CTAs are not whole clusters of 8
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c.num_sms = 128;
+  EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
+  c.split_k = 9;
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c.split_k = 0;
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c = {64, 64, 8, 1, 132, 2, 2};
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c = {128, 192, 4, 8, 132, 1, 2};  // 4 stages fit without split-K, not with its 96 KiB of partials
+  EXPECT_EQ(moekit::detail::gemm_config_problem(GemmConfig{128, 192, 4, 8, 132, 1}, lim), "");
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
 }
 
 TEST(GemmLayout, SwizzleChoiceTilesBlockN) {
@@ -127,4 +168,14 @@ TEST(GemmConfig, ParsesItsOwnString) {
   EXPECT_EQ(GemmConfig::parse("m64n32s10g1x128").multicast, 1);
   EXPECT_THROW(GemmConfig::parse("m64n32"), moekit::Error);
   EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128c2junk"), moekit::Error);
+  const GemmConfig k4{64, 64, 10, 1, 132, 1, 4};
+  EXPECT_EQ(k4.str(), "m64n64s10g1x132c1k4");
+  const GemmConfig q = GemmConfig::parse(k4.str());
+  EXPECT_EQ(q.split_k, 4);
+  EXPECT_EQ(q.multicast, 1);
+  EXPECT_EQ(q.num_sms, 132);
+  EXPECT_EQ(GemmConfig::parse("m64n32s10g1x128").split_k, 1);
+  EXPECT_EQ(GemmConfig{}.str().find('k'), std::string::npos);  // no suffix without split-K
+  EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128c1k"), moekit::Error);
+  EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128k2c1"), moekit::Error);
 }

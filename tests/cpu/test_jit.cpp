@@ -54,6 +54,8 @@ TEST(Jit, DenseGemmFamilyCompilesForSm90a) {
       {64, 96, 6, 1, 132, 2},    // 1 WG, 64-byte swizzle, two B scales, B multicast
       {128, 128, 5, 8, 132, 1},  // 2 WG, 128-byte swizzle
       {128, 160, 4, 8, 132, 2},  // 2 WG, tile wider than a scale block, B multicast
+      {64, 64, 8, 1, 132, 1, 4},   // 1 WG, split-K over a cluster of 4 (DSMEM reduction)
+      {128, 96, 5, 1, 128, 1, 2},  // 2 WG, two B scales, split-K over 2
   };
   for (const auto& c : configs) {
     std::string entry;

@@ -37,7 +37,8 @@ struct HostOperands {
   std::vector<float> sa_logical, sb;
 };
 
-Result run_and_check(const Problem& p0, const moekit::GemmConfig* config, uint64_t seed, int max_ref_rows = 96) {
+Result run_and_check(const Problem& p0, const moekit::GemmConfig* config, uint64_t seed, int max_ref_rows = 96,
+                     std::vector<uint16_t>* d_copy = nullptr) {
   Problem p = p0;
   if (!p.lda) p.lda = p.k;
   if (!p.ldb) p.ldb = p.k;
@@ -69,6 +70,7 @@ Result run_and_check(const Problem& p0, const moekit::GemmConfig* config, uint64
   moekit::sfa_physical_to_logical(sa_phys.data(), p.m, p.k, h.sa_logical.data());
   h.sb = sb.download<float>(size_t(nb * kb));
   auto out = d.download<uint16_t>(size_t(p.m * p.ldd));
+  if (d_copy) *d_copy = out;
 
   Result r;
   // Every element written, padding untouched.
@@ -169,6 +171,54 @@ TEST(GemmFp8, EveryTileShape) {
           expect_good(run_and_check(p, &c, ++seed), describe(p, &c));
         }
       }
+}
+
+// Split-K (clusters of S CTAs along K, DSMEM reduction), forced: S = 2, 3, 4, 8 with both
+// warpgroup counts, pipelined / straddling / serial tiles, K ranges that differ by one block, one K
+// block per CTA (4 K blocks over 4 CTAs), M and N tails, several tiles per cluster (48 CTAs), and
+// the same output bit for bit on a second run (the sum order is fixed).
+TEST(GemmFp8, SplitK) {
+  int seed = 7000;
+  for (int split : {2, 3, 4, 8})
+    for (int bm : {64, 128})
+      for (int bn : {64, 96, 160}) {
+        const moekit::GemmConfig c{bm, bn, 3, 1, 48, 1, split};
+        for (const Problem& p : {Problem{330, 456, 400}, Problem{77, 1000, 2880}, Problem{64, 2112, 7168}}) {
+          if (split > moekit::ceil_div(p.k, 128)) continue;  // refused (GemmFp8.SplitKValidation)
+          std::vector<uint16_t> first, second;
+          const int s = ++seed;
+          expect_good(run_and_check(p, &c, s, 96, &first), describe(p, &c));
+          if (split == 3 && bn == 96) {
+            run_and_check(p, &c, s, 1, &second);
+            EXPECT_TRUE(first == second) << "not deterministic: " << describe(p, &c);
+          }
+        }
+      }
+}
+
+// Split-K configurations that cannot run are refused with a clear error.
+TEST(GemmFp8, SplitKValidation) {
+  DeviceBuffer a(1 << 16), b(1 << 16), sa(1 << 12), sb(1 << 12), d(1 << 16);
+  moekit::GemmFp8Args args;
+  args.m = 16; args.n = 64; args.k = 256;  // 2 K blocks
+  args.a = a.get(); args.lda = 256; args.sa = sa.as<float>();
+  args.b = b.get(); args.ldb = 256; args.sb = sb.as<float>();
+  args.d = d.get(); args.ldd = 64;
+  auto expect_refused = [&](const moekit::GemmConfig& c, const char* needle) {
+    try {
+      moekit::gemm_fp8_nt(args, c, nullptr);
+      ADD_FAILURE() << "no error for " << c.str();
+    } catch (const moekit::Error& e) {
+      EXPECT_EQ(e.code(), moekit::ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_refused({64, 64, 4, 1, 132, 1, 4}, "only 2 blocks");
+  expect_refused({64, 64, 4, 1, 130, 1, 4}, "not a multiple of split_k");
+  expect_refused({64, 64, 4, 1, 132, 2, 2}, "needs multicast=1");
+  expect_refused({64, 64, 4, 1, 128, 1, 16}, "split_k=16");
+  EXPECT_NO_THROW(moekit::gemm_fp8_nt(args, moekit::GemmConfig{64, 64, 4, 1, 132, 1, 2}, nullptr));
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 TEST(GemmFp8, LargeShapes) {

@@ -17,13 +17,14 @@
 #include "kernels/sm90/epilogue_bf16.cuh"
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "kernels/sm90/scheduler.cuh"
+#include "kernels/sm90/split_k.cuh"
 #include "ptx/ptx.cuh"
 #include "ptx/wgmma_fp8.cuh"
 
 namespace moekit::sm90 {
 
 template <int kBlockM_, int kBlockN_, int kStages_, int kCluster_, int kWgN_ = 1, int kSbRows_ = 128,
-          int kPromoteK_ = 128>
+          int kPromoteK_ = 128, int kSplitK_ = 1>
 struct Fp8GemmTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
@@ -45,6 +46,10 @@ struct Fp8GemmTraits {
   /// serial schedule below (no overlap of a warpgroup's FP32 work with its own MMAs).
   static constexpr int kPromoteK = kPromoteK_;
   static constexpr int kSplit = 128 / kPromoteK;
+  /// CTAs per cluster along K (split-K, DenseScheduler + SplitKReduce); 1 = each CTA owns its tiles.
+  static constexpr int kSplitK = kSplitK_;
+  /// CTAs per thread-block cluster (multicast pairs along M, or the split-K group).
+  static constexpr int kClusterSize = kCluster * kSplitK;
   static constexpr int kMathWarpgroups = kWgM * kWgN;
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
   static constexpr int kThreads = gemm_num_threads(kBlockM, kWgN);
@@ -70,6 +75,8 @@ struct Fp8GemmTraits {
   static_assert(kStages >= 2, "need at least two stages");
   static_assert(kPromoteK == 128 || kPromoteK == 64 || kPromoteK == 32, "chains of 128, 64 or 32 of K");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
+  static_assert(kSplitK >= 1 && kSplitK <= kGemmMaxSplitK && (kSplitK == 1 || kCluster == 1),
+                "split-K over 1..8 CTAs, without multicast");
   static_assert((kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "swizzled tiles must stay 1024-byte aligned");
   static_assert(kSmemSfa % 128 == 0, "TMA destinations must stay 128-byte aligned");
@@ -283,9 +290,14 @@ struct Fp8GemmMath {
     promote(out, cur, sc);
   }
 
-  __device__ __forceinline__ void k_loop(float (&out)[kAcc]) {
+  /// Accumulates K blocks [kb_begin, kb_end) of the current tile into `out` (zeroed first). The
+  /// range is empty only for split-K shares when num_kb < kSplitK.
+  __device__ __forceinline__ void k_loop(float (&out)[kAcc], u32 kb_begin, u32 kb_end) {
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
+    if constexpr (T::kSplitK > 1) {
+      if (kb_begin == kb_end) return;
+    }
     if constexpr (kPipelined && T::kSplit > 1) {
       // Finer promotion. Each part of a K block (kPromoteK of K) starts its own tensor-core chain;
       // the parts' FP32 sums are added (exact to FP32 rounding) and promoted once per K block. Two
@@ -295,7 +307,7 @@ struct Fp8GemmMath {
       // C7514 only if the loop can also be left right after a part 0 is issued) measured no
       // faster at prefill and 1-2% slower at T = 256...2048 (perf-notes v15).
       float acc0[kAcc], acc1[kAcc];
-      for (u32 kb = 0; kb < p.num_kb; ++kb) {
+      for (u32 kb = kb_begin; kb < kb_end; ++kb) {
         const KBlockScales sc = wait_stage(kb);
         issue(acc0, 0);
 #pragma unroll
@@ -311,19 +323,19 @@ struct Fp8GemmMath {
         }
         release(stage);
 #if MOEKIT_DIAG_NO_PROMOTE
-        if (kb + 1 == p.num_kb)
+        if (kb + 1 == kb_end)
 #endif
         promote(out, acc0, sc);
         advance();
       }
     } else if constexpr (kPipelined) {
       float acc0[kAcc], acc1[kAcc];
-      KBlockScales sc = wait_stage(0);
+      KBlockScales sc = wait_stage(kb_begin);
       take_turn();
       issue(acc0);
       pass_turn();
-      const u32 last = p.num_kb - 1;
-      for (u32 kb = 0;; kb += 2) {
+      const u32 last = kb_end - 1;
+      for (u32 kb = kb_begin;; kb += 2) {
         if (kb == last) {
           finish(out, acc0, sc);
           break;
@@ -338,7 +350,7 @@ struct Fp8GemmMath {
     } else {
       static_assert(T::kSplit == 1, "finer promotion needs the pipelined schedule");
       float acc[kAcc];
-      for (u32 kb = 0; kb < p.num_kb; ++kb) {
+      for (u32 kb = kb_begin; kb < kb_end; ++kb) {
         const KBlockScales sc = wait_stage(kb);
         take_turn();
         issue(acc);
@@ -404,7 +416,7 @@ struct TilePipe {
     ptx::mbar_wait(empty() + 8 * slot, phase ^ 1u);
     const u32 r = records + slot * kGemmTileRecordBytes;
     ptx::st_shared_v4(r, {t.m0, t.n0, t.b_row0, t.sb_offset});
-    ptx::st_shared_v4(r + 16, {t.valid_rows, more ? 1u : 0u, 0u, 0u});  // two words of padding
+    ptx::st_shared_v4(r + 16, {t.valid_rows, more ? 1u : 0u, t.kb_begin, t.kb_end});
     ptx::mbar_arrive(full() + 8 * slot);  // release: the record is visible to the waiting threads
     advance();
   }
@@ -420,6 +432,8 @@ struct TilePipe {
     t.b_row0 = a[2];
     t.sb_offset = a[3];
     t.valid_rows = b[0];
+    t.kb_begin = b[2];
+    t.kb_end = b[3];
     return b[1] != 0;
   }
 
@@ -442,7 +456,7 @@ struct TilePipe {
 template <class T, class Epilogue, bool kGatherA>
 __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 s_a, u32 s_b, u32 s_full,
                                               u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d,
-                                              TilePipe& tiles) {
+                                              TilePipe& tiles, SplitKReduce<T>& split) {
   // PDL: the math threads touch nothing global the previous kernel writes before it is done (the
   // producer may schedule earlier, GemmParams::pdl_early). The gather variant under pdl_early looks
   // up its first tile's tokens first (the row map is as old as the group layout), so that chain of
@@ -485,9 +499,16 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
         ptx::mbar_wait(s_full + 8 * m.stage, m.phase);
         stamp(2);
       }
-      m.k_loop(out);
+      if constexpr (T::kSplitK > 1) m.k_loop(out, t.kb_begin, t.kb_end);
+      else m.k_loop(out, 0, p.num_kb);
     }
     stamp(3);
+    if constexpr (T::kSplitK > 1) {
+      if (!split.reduce(out, threadIdx.x)) {  // a share handed to rank 0, which stores the tile
+        tiles.release();
+        continue;
+      }
+    }
     Tile t;
     tiles.peek(t);  // again, rather than keeping the fields live across the K loop
     Epilogue::store(out, t, p, s_d, tma_d, m.th);
@@ -584,6 +605,10 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   constexpr int kStages = T::kStages;
   constexpr int kCluster = T::kCluster;
   static_assert(Epilogue::kSmemBytes % 1024 == 0, "the staging buffer keeps the stages 1024-byte aligned");
+  // With split-K the staging buffer doubles as the partial sums' (rank 0 only stages, the others
+  // only hand partials over).
+  constexpr u32 kStaging = gemm_staging_bytes(Epilogue::kSmemBytes, T::kBlockM, T::kBlockN, T::kSplitK);
+  static_assert(kStaging % 1024 == 0, "the split-K partials keep the stages 1024-byte aligned");
 
   if (p.trace != nullptr && threadIdx.x == 0) p.trace[kGemmTraceSlots * blockIdx.x] = ptx::globaltimer();
   extern __shared__ ptx::u8 smem_raw[];
@@ -591,7 +616,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   const u32 base = (raw + 1023u) & ~1023u;
   ptx::u8* smem = smem_raw + (base - raw);
   const u32 s_d = base;
-  const u32 s_a = s_d + Epilogue::kSmemBytes;
+  const u32 s_a = s_d + kStaging;
   const u32 s_b = s_a + kStages * T::kSmemA;
   const u32 s_sfa = s_b + kStages * T::kSmemB;
   const u32 s_full = s_sfa + kStages * T::kSmemSfa;
@@ -599,6 +624,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   const u32 s_tiles = s_empty + kStages * 8;
   const float* sfa_smem = reinterpret_cast<const float*>(smem + (s_sfa - base));
   TilePipe tiles{s_tiles};
+  SplitKReduce<T> split{s_d, s_tiles + gemm_tile_pipe_bytes(), ptx::u32(T::kSplitK > 1 ? ptx::cluster_ctarank() : 0)};
 
   if (threadIdx.x == T::kMathThreads) {
 #pragma unroll
@@ -612,6 +638,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       // Every math thread + the load thread (+ the gather threads).
       ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + 1 + (kGatherA ? kGatherThreads : 0u));
     }
+    if constexpr (T::kSplitK > 1) split.init();
     ptx::fence_mbar_init();
     ptx::tma_prefetch_descriptor(&tma_a);
     ptx::tma_prefetch_descriptor(&tma_b);
@@ -619,7 +646,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
     ptx::tma_prefetch_descriptor(&tma_d);
   }
   // Peers multicast into this CTA's stages and arrive on its barriers: all must be initialized.
-  if constexpr (kCluster > 1) ptx::cluster_sync();
+  if constexpr (T::kClusterSize > 1) ptx::cluster_sync();
   else __syncthreads();
 
   if (threadIdx.x >= T::kMathThreads) {
@@ -691,22 +718,23 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
                              int(t.m0 + r));
           ptx::tma_load_2d(s_sfa + st * T::kSmemSfa, &tma_sfa, full, int(t.m0 & ~3u), int(kb));
         };
-        u32 kb = 0;
+        u32 kb = T::kSplitK > 1 ? t.kb_begin : 0u;
+        const u32 kb_end = T::kSplitK > 1 ? t.kb_end : p.num_kb;
         if (!waited) {
           // First tile, every stage still free: B of the first stages, the wait, then their A.
-          const u32 pre = p.num_kb < u32(kStages) ? p.num_kb : u32(kStages);
+          const u32 pre = kb_end - kb < u32(kStages) ? kb_end - kb : u32(kStages);
           for (u32 i = 0; i < pre; ++i) {
             ptx::mbar_arrive_expect_tx(s_full + 8 * i, tx);
-            load_b(i, i);
+            load_b(i, kb + i);
           }
           ptx::griddep_wait();
           waited = true;
-          for (u32 i = 0; i < pre; ++i) load_a(i, i);
-          kb = pre;
+          for (u32 i = 0; i < pre; ++i) load_a(i, kb + i);
+          kb += pre;
           stage = pre % u32(kStages);
           phase = pre == u32(kStages) ? 1u : 0u;
         }
-        for (; kb < p.num_kb; ++kb) {
+        for (; kb < kb_end; ++kb) {
           ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
 #if MOEKIT_DIAG_NO_LOADS
           if (++diag_loaded > u32(kStages)) {
@@ -731,20 +759,22 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   } else {
     // ------------------------------------------------------------------ math warpgroups
     ptx::setmaxnreg_inc<T::kMathRegs>();
-    fp8_gemm_math<T, Epilogue, kGatherA>(p, s_d, s_a, s_b, s_full, s_empty, sfa_smem, tma_d, tiles);
+    fp8_gemm_math<T, Epilogue, kGatherA>(p, s_d, s_a, s_b, s_full, s_empty, sfa_smem, tma_d, tiles, split);
   }
-  // No CTA may leave while a peer can still multicast into it or arrive on its barriers.
-  if constexpr (kCluster > 1) ptx::cluster_sync();
+  // No CTA may leave while a peer can still multicast into it, arrive on its barriers or read its
+  // split-K partials.
+  if constexpr (T::kClusterSize > 1) ptx::cluster_sync();
 }
 
-/// The dense GEMM: DenseScheduler + BF16 TMA epilogue.
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+/// The dense GEMM: DenseScheduler + BF16 TMA epilogue; with kSplitK > 1, clusters of kSplitK CTAs
+/// share each tile's K blocks and rank 0 stores the sum (SplitKReduce).
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kSplitK = 1>
 __device__ __forceinline__ void fp8_gemm_dense(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
                                                const GemmParams& p) {
-  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  fp8_gemm_mainloop<T, DenseScheduler<kBlockM, kBlockN, kCluster>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d,
-                                                                                       p);
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster, 1, 128, 128, kSplitK>;
+  fp8_gemm_mainloop<T, DenseScheduler<kBlockM, kBlockN, kCluster, kSplitK>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa,
+                                                                                                tma_d, p);
 }
 
 /// Contiguous (flat, expert-sorted, 128-aligned segments) grouped GEMM.

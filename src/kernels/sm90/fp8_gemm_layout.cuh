@@ -5,12 +5,15 @@
 // how many bytes a configuration needs.
 //
 // Dynamic shared memory, in order (base rounded up to 1024 bytes inside the allocation):
-//   D staging tile      BLOCK_M x BLOCK_N bf16, as BLOCK_N/atom_cols swizzle atoms
+//   D staging tile      BLOCK_M x BLOCK_N bf16, as BLOCK_N/atom_cols swizzle atoms; with split-K
+//                       (> 1) at least BLOCK_M x BLOCK_N FP32: the same bytes hold the partial sums
+//                       on the CTAs that hand theirs over (cluster ranks > 0, which store nothing)
 //   A stages            STAGES x BLOCK_M x 128 FP8 (128-byte swizzle)
 //   B stages            STAGES x BLOCK_N x 128 FP8 (128-byte swizzle)
 //   A-scale stages      STAGES x (BLOCK_M + 4) FP32
 //   full / empty        STAGES + STAGES mbarriers
 //   tile pipe           kGemmTileSlots tile records (32 B) + their full / empty mbarriers
+//   split-K barriers    (split-K > 1 only) partials-full and partials-free mbarriers
 // (B scales are read from global memory by the math threads, one K block ahead.)
 #pragma once
 
@@ -63,14 +66,28 @@ inline constexpr unsigned kGemmTileSlots = 3;
 inline constexpr unsigned kGemmTileRecordBytes = 32;
 /// Shared memory of the tile pipe: the records, then a full and an empty mbarrier per slot.
 constexpr unsigned gemm_tile_pipe_bytes() { return kGemmTileSlots * (kGemmTileRecordBytes + 16u); }
-/// Total dynamic shared memory with an epilogue staging buffer of `epilogue_bytes`.
-constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn, int stages) {
-  return 1024u /* alignment slack */ + epilogue_bytes + unsigned(stages) * gemm_stage_bytes(bm, bn) +
-         unsigned(stages) * 16u + gemm_tile_pipe_bytes();
+/// Most CTAs that share one tile's K range (split-K, a thread-block cluster along K).
+inline constexpr int kGemmMaxSplitK = 8;
+/// Shared memory of the split-K partial sums (the FP32 tile; a multiple of 1024 bytes); 0 without
+/// split-K. They share their bytes with the epilogue's staging buffer (see above).
+constexpr unsigned gemm_split_k_partials_bytes(int bm, int bn, int split_k) {
+  return split_k > 1 ? unsigned(bm) * unsigned(bn) * 4u : 0u;
+}
+/// The staging buffer of `epilogue_bytes`, grown to hold the split-K partials.
+constexpr unsigned gemm_staging_bytes(unsigned epilogue_bytes, int bm, int bn, int split_k) {
+  return epilogue_bytes > gemm_split_k_partials_bytes(bm, bn, split_k) ? epilogue_bytes
+                                                                       : gemm_split_k_partials_bytes(bm, bn, split_k);
+}
+/// Total dynamic shared memory with an epilogue staging buffer of `epilogue_bytes` (and, with
+/// split-K, the partials' two mbarriers after the tile pipe).
+constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn, int stages, int split_k = 1) {
+  return 1024u /* alignment slack */ + gemm_staging_bytes(epilogue_bytes, bm, bn, split_k) +
+         unsigned(stages) * gemm_stage_bytes(bm, bn) + unsigned(stages) * 16u + gemm_tile_pipe_bytes() +
+         (split_k > 1 ? 16u : 0u);
 }
 /// Total dynamic shared memory of a configuration with the bf16 epilogue (independent of the shape).
-constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages) {
-  return gemm_smem_bytes_with(gemm_smem_d_bytes(bm, bn), bm, bn, stages);
+constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages, int split_k = 1) {
+  return gemm_smem_bytes_with(gemm_smem_d_bytes(bm, bn), bm, bn, stages, split_k);
 }
 
 /// Run-time shape parameters shared by the GEMM kernels (passed by value; same layout on host

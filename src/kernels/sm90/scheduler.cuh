@@ -20,6 +20,8 @@ struct Tile {
   u32 b_row0;      ///< first row of B in the (stacked) B tensor
   u32 sb_offset;   ///< offset of this group's B scales in GemmParams::sb
   u32 valid_rows;  ///< rows of the tile that belong to its group (< BLOCK_M: the rest must not be written)
+  /// Split-K (Fp8GemmTraits::kSplitK > 1) only: this CTA's K blocks [kb_begin, kb_end) of the tile.
+  u32 kb_begin = 0, kb_end = 0;
 };
 
 /// Identity of a math thread inside the CTA.
@@ -50,19 +52,31 @@ __device__ __forceinline__ void raster(u32 idx, u32 num_m, u32 num_n, u32 group,
 /// adjacent tiles with the same N block; CTA rank r of a cluster takes the r-th. Both CTAs of a
 /// cluster therefore walk the same number of units; a unit hanging past M computes a ghost tile
 /// whose loads are zero-filled and whose stores TMA clips away.
-template <int kBlockM, int kBlockN, int kCluster = 1>
+/// Split-K (kSplitK > 1, clusters of kSplitK CTAs along K, kCluster = 1): the unit is one tile, and
+/// the CTA of cluster rank r computes its r-th share of the K blocks (the shares differ by at most
+/// one block and may be empty when num_kb < kSplitK); rank 0 adds the others' partial sums
+/// (SplitKReduce) and stores the tile.
+template <int kBlockM, int kBlockN, int kCluster = 1, int kSplitK = 1>
 struct DenseScheduler {
+  static_assert(kSplitK == 1 || kCluster == 1, "split-K clusters do not multicast");
+  static constexpr u32 kClusterSize = u32(kCluster * kSplitK);
   u32 num_units_m, num_n_blocks, num_units, group, rank, stride;
   u32 next_index;
+  u32 kb_begin = 0, kb_end = 0;
 
   __device__ __forceinline__ explicit DenseScheduler(const GemmParams& p)
       : num_units_m(((p.m + kBlockM - 1) / kBlockM + kCluster - 1) / kCluster),
         num_n_blocks((p.n + kBlockN - 1) / kBlockN),
         num_units(num_units_m * num_n_blocks),
         group(p.raster_group >= kCluster ? p.raster_group / kCluster : 1),
-        rank(blockIdx.x % kCluster),
-        stride(gridDim.x / kCluster),
-        next_index(blockIdx.x / kCluster) {}
+        rank(blockIdx.x % kClusterSize),
+        stride(gridDim.x / kClusterSize),
+        next_index(blockIdx.x / kClusterSize) {
+    if constexpr (kSplitK > 1) {
+      kb_begin = rank * p.num_kb / u32(kSplitK);
+      kb_end = (rank + 1) * p.num_kb / u32(kSplitK);
+    }
+  }
 
   __device__ __forceinline__ bool next(Tile& t) {
     if (next_index >= num_units) return false;
@@ -70,12 +84,14 @@ struct DenseScheduler {
     next_index += stride;
     u32 m_unit, n_block;
     raster(idx, num_units_m, num_n_blocks, group, m_unit, n_block);
-    const u32 m_block = m_unit * kCluster + rank;
+    const u32 m_block = kSplitK > 1 ? m_unit : m_unit * kCluster + rank;
     t.m0 = m_block * kBlockM;
     t.n0 = n_block * kBlockN;
     t.b_row0 = t.n0;
     t.sb_offset = 0;
     t.valid_rows = kBlockM;  // the M tail is clipped by the TMA store
+    t.kb_begin = kb_begin;
+    t.kb_end = kb_end;
     return true;
   }
 };
