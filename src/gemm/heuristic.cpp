@@ -82,68 +82,71 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
     // Multicast (mc = 2) is supported but not chosen: measured on the H100 it was 4-10% slower
     // than mc = 1 with pipelined tiles (docs/perf-notes.md v3); it stays reachable by forcing it.
     for (int mc : {1}) {
-     for (int split = 1; split <= (allow_split_k ? kMaxModelSplit : 1); ++split) {
-      if (split > num_kb) break;
-      const int64_t max_ctas = lim.max_cluster_ctas(mc * split);
-      for (int bn : kBlockNs) {
-        const int stages = stages_that_fit(~0u, bm, bn, split, lim);
-        if (stages < 2) continue;
-        const int64_t tiles = groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
-        // Split-K only where its clusters run in one wave (a cluster's tiles queue behind each
-        // handover: measured 4x slower with several tiles per cluster).
-        if (split > 1 && tiles * split > max_ctas) continue;
-        const int64_t ctas = std::min(tiles * split, max_ctas);
-        const int64_t waves = ceil_div(tiles * split, ctas);
-        const double k_cta = split == 1 ? double(k) : double(ceil_div(num_kb, int64_t(split)) * kQuantBlock);  // K per CTA
-        // Tiles with block_n <= 128 overlap each warpgroup's FP32 promotion with its own next
-        // MMAs (double-buffered accumulators); wider tiles rely on the other warpgroup, and a
-        // single warpgroup (block_m 64) cannot hide it at all.
-        // Calibrated on the H100 (perf-notes v3): m128n128 pipelined 1237 TFLOPS, m128n160 serial
-        // ~1070, m64n128 ~900.
-        const bool pipelined = bn <= 128;
-        const double mma_eff = bm == 128 ? (pipelined ? 1.0 : 0.86) : (pipelined ? 0.75 : 0.6);
-        // Pipelined 128-row tiles whose columns straddle 128-row B-scale blocks measured slower per K
-        // block than their width predicts, on the H100 at M = 4096, K = 7168 (perf-notes v15): n96
-        // 448 ns, n112 500, n120 514 against n128 464 and n64 320 — about 24 more columns' worth
-        // (e.g. 4096x2112x7168 n112 140 us vs n128 128, 4096x2880x7168 n120 173 vs 155). Likely cause,
-        // not established: their promotion selects each 8-column chunk's B scale at run time.
-        const bool straddles = bm == 128 && pipelined && 128 % bn != 0;
-        const int bn_mma = straddles ? bn + 24 : bn;
-        const double t_mma = 2.0 * bm * bn_mma * k_cta / (kPeakFp8PerSm * mma_eff);
-        // Each CTA pulls its A tile and its 1/mc share of the B tile through L2.
-        const double t_load = (double(bm) + double(bn) / mc) * k_cta / kL2BytesPerSm;
-        // With one or two M blocks, ctas / m_blocks CTAs read the same A lines at once (calibrated
-        // on the dense GEMM only; the grouped and MoE selections keep the model they were measured with).
-        const double t_a_hot = allow_split_k && m_blocks * groups <= 2
-                                   ? double(ctas) / double(m_blocks) * bm * k_cta / kL2HotBytes
-                                   : 0.0;
-        const double t_reduce =
-            split > 1 ? kSplitFixed + double(split - 1) * bm * bn * 4.0 / kDsmemBytes : 0.0;
-        const double dram_floor = unique_bytes / std::min(kDramBytes, double(ctas) * kDramBytesPerSm);
-        // With a single M block no other tile reuses a B tile: each CTA streams its tiles' B from
-        // DRAM at the per-CTA rate, so a short last wave costs a whole tile's stream.
-        const double t_b_stream = m_blocks == 1 ? double(bn) * k_cta / kDramBytesPerSm : 0.0;
-        const double t_tile = std::max({t_mma, t_load, t_b_stream, t_a_hot}) + kTileOverhead + t_reduce;
-        const double t = std::max(double(waves) * t_tile, dram_floor);
-        // On (near) ties prefer less L2 traffic: multicast, then the larger tile.
-        // Split-K only for a clear gain (its handover is the least certain term).
-        const bool better =
-            split > 1 ? t < best_time * 0.95
-                      : t < best_time * 0.99 ||
-                            (t <= best_time * 1.01 &&
-                             (mc > best.multicast || (mc == best.multicast && bm * bn > best.block_m * best.block_n)));
-        if (better) {
-          best_time = std::min(t, best_time);
-          best.block_m = bm;
-          best.block_n = bn;
-          best.stages = stages;
-          best.multicast = mc;
-          best.raster_group = static_cast<int>(std::min<int64_t>(m_blocks * groups, 8));
-          best.num_sms = static_cast<int>(ctas);
-          best.split_k = split;
+      for (int split = 1; split <= (allow_split_k ? kMaxModelSplit : 1); ++split) {
+        if (split > num_kb) break;
+        const int64_t max_ctas = lim.max_cluster_ctas(mc * split);
+        for (int bn : kBlockNs) {
+          const int stages = stages_that_fit(~0u, bm, bn, split, lim);
+          if (stages < 2) continue;
+          const int64_t tiles = groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
+          // Split-K only where its clusters run in one wave (a cluster's tiles queue behind each
+          // handover: measured 4x slower with several tiles per cluster).
+          if (split > 1 && tiles * split > max_ctas) continue;
+          const int64_t ctas = std::min(tiles * split, max_ctas);
+          const int64_t waves = ceil_div(tiles * split, ctas);
+          // K per CTA (the whole K without split-K, as the grouped / MoE selections were calibrated).
+          const double k_cta =
+              split == 1 ? double(k) : double(ceil_div(num_kb, int64_t(split)) * kQuantBlock);
+          // Tiles with block_n <= 128 overlap each warpgroup's FP32 promotion with its own next
+          // MMAs (double-buffered accumulators); wider tiles rely on the other warpgroup, and a
+          // single warpgroup (block_m 64) cannot hide it at all.
+          // Calibrated on the H100 (perf-notes v3): m128n128 pipelined 1237 TFLOPS, m128n160 serial
+          // ~1070, m64n128 ~900.
+          const bool pipelined = bn <= 128;
+          const double mma_eff = bm == 128 ? (pipelined ? 1.0 : 0.86) : (pipelined ? 0.75 : 0.6);
+          // Pipelined 128-row tiles whose columns straddle 128-row B-scale blocks measured slower per K
+          // block than their width predicts, on the H100 at M = 4096, K = 7168 (perf-notes v15): n96
+          // 448 ns, n112 500, n120 514 against n128 464 and n64 320 — about 24 more columns' worth
+          // (e.g. 4096x2112x7168 n112 140 us vs n128 128, 4096x2880x7168 n120 173 vs 155). Likely cause,
+          // not established: their promotion selects each 8-column chunk's B scale at run time.
+          const bool straddles = bm == 128 && pipelined && 128 % bn != 0;
+          const int bn_mma = straddles ? bn + 24 : bn;
+          const double t_mma = 2.0 * bm * bn_mma * k_cta / (kPeakFp8PerSm * mma_eff);
+          // Each CTA pulls its A tile and its 1/mc share of the B tile through L2.
+          const double t_load = (double(bm) + double(bn) / mc) * k_cta / kL2BytesPerSm;
+          // With one or two M blocks, ctas / m_blocks CTAs read the same A lines at once (calibrated
+          // on the dense GEMM only; the grouped and MoE selections keep the model they were measured with).
+          const double t_a_hot = allow_split_k && m_blocks * groups <= 2
+                                     ? double(ctas) / double(m_blocks) * bm * k_cta / kL2HotBytes
+                                     : 0.0;
+          const double t_reduce =
+              split > 1 ? kSplitFixed + double(split - 1) * bm * bn * 4.0 / kDsmemBytes : 0.0;
+          const double dram_floor = unique_bytes / std::min(kDramBytes, double(ctas) * kDramBytesPerSm);
+          // With a single M block no other tile reuses a B tile: each CTA streams its tiles' B from
+          // DRAM at the per-CTA rate, so a short last wave costs a whole tile's stream.
+          const double t_b_stream = m_blocks == 1 ? double(bn) * k_cta / kDramBytesPerSm : 0.0;
+          const double t_tile = std::max({t_mma, t_load, t_b_stream, t_a_hot}) + kTileOverhead + t_reduce;
+          const double t = std::max(double(waves) * t_tile, dram_floor);
+          // On (near) ties prefer less L2 traffic: multicast, then the larger tile.
+          // Split-K only for a clear gain (its handover is the least certain term).
+          const bool better =
+              split > 1 ? t < best_time * 0.95
+                        : t < best_time * 0.99 ||
+                              (t <= best_time * 1.01 &&
+                               (mc > best.multicast ||
+                                (mc == best.multicast && bm * bn > best.block_m * best.block_n)));
+          if (better) {
+            best_time = std::min(t, best_time);
+            best.block_m = bm;
+            best.block_n = bn;
+            best.stages = stages;
+            best.multicast = mc;
+            best.raster_group = static_cast<int>(std::min<int64_t>(m_blocks * groups, 8));
+            best.num_sms = static_cast<int>(ctas);
+            best.split_k = split;
+          }
         }
       }
-     }
     }
   }
   return best;

@@ -30,7 +30,8 @@ int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim);
 
 /// Picks the configuration with the lowest modeled time (see heuristic.cpp for the model) for
 /// `groups` independent problems of m x n x k each (1 for the dense GEMM; grouped GEMMs pass the
-/// expected rows per group). `allow_split_k`: the dense GEMM may split K over clusters.
+/// expected rows per group). `allow_split_k` (the dense GEMM): split-K candidates, and the model's
+/// term for one or two M blocks whose A every CTA reads at once (calibrated on the dense GEMM only).
 GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups = 1,
                               bool allow_split_k = false);
 

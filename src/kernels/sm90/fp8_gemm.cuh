@@ -290,8 +290,9 @@ struct Fp8GemmMath {
     promote(out, cur, sc);
   }
 
-  /// Accumulates K blocks [kb_begin, kb_end) of the current tile into `out` (zeroed first). The
-  /// range is empty only for split-K shares when num_kb < kSplitK.
+  /// Accumulates K blocks [kb_begin, kb_end) of the current tile into `out` (zeroed first). A
+  /// split-K share is never empty through the API (split_k <= num_kb is required); an empty one
+  /// would contribute zeros.
   __device__ __forceinline__ void k_loop(float (&out)[kAcc], u32 kb_begin, u32 kb_end) {
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;

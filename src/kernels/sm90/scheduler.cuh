@@ -54,7 +54,7 @@ __device__ __forceinline__ void raster(u32 idx, u32 num_m, u32 num_n, u32 group,
 /// whose loads are zero-filled and whose stores TMA clips away.
 /// Split-K (kSplitK > 1, clusters of kSplitK CTAs along K, kCluster = 1): the unit is one tile, and
 /// the CTA of cluster rank r computes its r-th share of the K blocks (the shares differ by at most
-/// one block and may be empty when num_kb < kSplitK); rank 0 adds the others' partial sums
+/// one block; the host requires kSplitK <= num_kb); rank 0 adds the others' partial sums
 /// (SplitKReduce) and stores the tile.
 template <int kBlockM, int kBlockN, int kCluster = 1, int kSplitK = 1>
 struct DenseScheduler {
