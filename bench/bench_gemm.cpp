@@ -2,7 +2,14 @@
 // block-scaled FP8 GEMM (same function, see src/baseline/cublaslt.h) and cuBLASLt's BF16 GEMM of
 // the same shape.
 //
-//   moekit bench gemm [--csv|--json] [--shapes M:N:K,...] [--reps R] [--no-baseline]
+//   moekit bench gemm [--csv|--json] [--shapes M:N:K,...] [--reps R] [--no-baseline] [--config CFG]
+//                     [--sweep] [--cooldown-ms MS]
+//
+// Columns: us / TFLOPS / GB/s event-timed (kernel plus launch gap); kern_us and lt_kern_us the
+// method of DeepGEMM's bench_kineto: the kernels' own durations (CUPTI) with a 256 MB L2-flushing
+// memset before each call; pt_kTFLOPS cuBLASLt's FP8 GEMM with per-tensor instead of block scales,
+// the same way: not this math (no per-128-K promotion), a ceiling for it. Each timed pass longer
+// than 20 ms starts after --cooldown-ms of idle time (perf-notes v20).
 //
 // Every timed call rotates among enough copies of its inputs that the working set does not sit
 // in L2 (rotation_sets). In --csv / --json mode the table alone goes to stdout and the summary
@@ -47,19 +54,21 @@ struct Options {
   bool baseline = true;
   std::string config;  // forced configuration for every shape (empty: the heuristic's)
   bool sweep = false;  // also time every candidate configuration (tuning)
+  int cooldown_ms = 1500;  // idle time before each timed pass longer than 20 ms (cool_down)
 };
 
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: moekit bench gemm [--csv|--json] [--shapes M:N:K,...] [--reps R] [--no-baseline] [--config CFG]\n"
-               "                         [--sweep]\n"
+               "                         [--sweep] [--cooldown-ms MS]\n"
                "  --config CFG  force a kernel configuration, e.g. m128n160s5g8x132c2 or m64n64s10g1x132c1k4\n"
                "                (split-K over 4 CTAs) (default: heuristic)\n"
                "  --sweep       also time every candidate configuration of each shape (tile, split-K) and\n"
                "                print one '# sweep' line each, fastest marked (tuning the heuristic)\n"
                "  --shapes      comma-separated M:N:K list (default: M in {64,128,4096} x 6 (N,K) pairs)\n"
                "  --reps R      timed repetitions per case, median reported (default 30)\n"
-               "  --no-baseline skip the cuBLASLt FP8 and BF16 baselines\n");
+               "  --no-baseline skip the cuBLASLt FP8 and BF16 baselines\n"
+               "  --cooldown-ms MS  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n");
 }
 
 bool parse_int64(const std::string& s, int64_t* out) {
@@ -143,10 +152,17 @@ int bench_gemm_main(int argc, char** argv) {
       opt.baseline = false;
     } else if (arg == "--sweep") {
       opt.sweep = true;
-    } else if ((arg == "--shapes" || arg == "--reps") && i + 1 < argc) {
+    } else if ((arg == "--shapes" || arg == "--reps" || arg == "--cooldown-ms") && i + 1 < argc) {
       const std::string value = argv[++i];
       if (arg == "--shapes") {
         if (!parse_shapes(value, &opt.shapes)) return 2;
+      } else if (arg == "--cooldown-ms") {
+        int64_t ms = 0;
+        if (!parse_int64(value, &ms) || ms < 0 || ms > 60000) {
+          std::fprintf(stderr, "moekit bench gemm: bad --cooldown-ms '%s'\n", value.c_str());
+          return 2;
+        }
+        opt.cooldown_ms = static_cast<int>(ms);
       } else {
         int64_t r = 0;
         if (!parse_int64(value, &r) || r < 1 || r > 100000) {
@@ -194,8 +210,8 @@ int bench_gemm_main(int argc, char** argv) {
   std::unique_ptr<baseline::CublasLt> lt;
   if (opt.baseline) lt = std::make_unique<baseline::CublasLt>();
 
-  Table table({"M", "N", "K", "config", "us", "TFLOPS", "GB/s", "lt_fp8_us", "vs_lt_fp8", "lt_bf16_us",
-               "vs_lt_bf16", "rel_l2_vs_lt", "note"});
+  Table table({"M", "N", "K", "config", "us", "TFLOPS", "GB/s", "kern_us", "lt_fp8_us", "vs_lt_fp8", "lt_kern_us",
+               "pt_kTFLOPS", "lt_bf16_us", "vs_lt_bf16", "rel_l2_vs_lt", "note"});
   std::vector<double> speedup_large, speedup_small;  // vs cuBLASLt FP8: M == 4096, M in {64, 128}
 
   for (size_t si = 0; si < opt.shapes.size(); ++si) {
@@ -204,7 +220,8 @@ int bench_gemm_main(int argc, char** argv) {
                  (long long)k);
     std::vector<std::string> row = {std::to_string(m), std::to_string(n), std::to_string(k)};
     std::string ours_col[4] = {"-", "-", "-", "-"};  // config, us, TFLOPS, GB/s
-    std::string lt8_us = "-", lt8_x = "-", lt16_us = "-", lt16_x = "-", rel = "-";
+    std::string lt8_us = "-", lt8_x = "-", lt16_us = "-", lt16_x = "-", rel = "-", kern = "-", lt8_kern = "-",
+                pt_tf = "-";
     std::vector<std::string> notes;
 
     try {
@@ -259,6 +276,7 @@ int bench_gemm_main(int argc, char** argv) {
 
       // --- ours -----------------------------------------------------------------------------
       double our_us = -1.0;
+      double pass_us = 0.0;  // one timed pass of back-to-back calls, estimated from one call
       try {
         gemm_fp8_prepare(m, n, k);
         const bool forced = !opt.config.empty();
@@ -269,7 +287,15 @@ int bench_gemm_main(int argc, char** argv) {
         };
         ours(0);  // compile / first-use outside the timing
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        pass_us = time_median_us([&](int it) { ours(it % nsets); }, stream, 0, 1) * (opt.reps + 5);
+        cool_down(pass_us, opt.cooldown_ms);
         our_us = time_median_us([&](int it) { ours(it % nsets); }, stream, 5, opt.reps);
+        std::string why;
+        cool_down(pass_us, opt.cooldown_ms);
+        const double kern_us = kernel_time_median_us([&](int it) { ours(it % nsets); }, stream, 2, opt.reps, &why,
+                                                     kKinetoFlushBytes);
+        kern = kern_us > 0.0 ? fmt("%.2f", kern_us) : "n/a";
+        if (kern_us <= 0.0) notes.push_back("kern: " + why);
         // The correctness output: set 0.
         ours(0);
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -309,13 +335,32 @@ int bench_gemm_main(int argc, char** argv) {
           if (st) st = lt->gemm_fp8(args_for(0, d_lt.get()), stream, 0);
           if (st) {
             MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-            lt_us = time_median_us(
-                [&](int it) {
-                  const int s = it % nsets;
-                  const baseline::LtStatus r = lt->gemm_fp8(args_for(s, d_lt.get()), stream, s);
-                  if (!r) throw Error(ErrorCode::kInternal, r.message);
-                },
-                stream, 5, opt.reps);
+            auto lt_call = [&](int it) {
+              const int s = it % nsets;
+              const baseline::LtStatus r = lt->gemm_fp8(args_for(s, d_lt.get()), stream, s);
+              if (!r) throw Error(ErrorCode::kInternal, r.message);
+            };
+            cool_down(pass_us, opt.cooldown_ms);
+            lt_us = time_median_us(lt_call, stream, 5, opt.reps);
+            std::string why;
+            cool_down(pass_us, opt.cooldown_ms);
+            const double lt_kern_us = kernel_time_median_us(lt_call, stream, 2, opt.reps, &why, kKinetoFlushBytes);
+            lt8_kern = lt_kern_us > 0.0 ? fmt("%.2f", lt_kern_us) : "n/a";
+            // The ceiling: the same GEMM with per-tensor scales (no per-128-K promotion).
+            baseline::LtStatus pt = lt->gemm_fp8_tensor_scaled(args_for(0, d_lt.get()), stream);
+            if (pt) {
+              cool_down(pass_us, opt.cooldown_ms);
+              const double us = kernel_time_median_us(
+                  [&](int it) {
+                    const baseline::LtStatus r = lt->gemm_fp8_tensor_scaled(args_for(it % nsets, d_lt.get()), stream);
+                    if (!r) throw Error(ErrorCode::kInternal, r.message);
+                  },
+                  stream, 2, opt.reps, &why, kKinetoFlushBytes);
+              pt_tf = us > 0.0 ? fmt("%.1f", flops / (us * 1e-6) / 1e12) : "n/a";
+            } else {
+              pt_tf = "n/a";
+              notes.push_back("lt_pt: " + one_line(pt.message));
+            }
             const baseline::LtStatus r = lt->gemm_fp8(args_for(0, d_lt.get()), stream, 0);
             if (!r) throw Error(ErrorCode::kInternal, r.message);
             MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -369,6 +414,7 @@ int bench_gemm_main(int argc, char** argv) {
           baseline::LtStatus st = lt->gemm_bf16(bargs(0), stream);
           if (st) {
             MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            cool_down(pass_us, opt.cooldown_ms);
             const double us = time_median_us(
                 [&](int it) {
                   const baseline::LtStatus r = lt->gemm_bf16(bargs(it % nb16), stream);
@@ -392,7 +438,7 @@ int bench_gemm_main(int argc, char** argv) {
     }
 
     for (const auto& c : ours_col) row.push_back(c);
-    row.insert(row.end(), {lt8_us, lt8_x, lt16_us, lt16_x, rel});
+    row.insert(row.end(), {kern, lt8_us, lt8_x, lt8_kern, pt_tf, lt16_us, lt16_x, rel});
     std::string note;
     for (const auto& s : notes) note += (note.empty() ? "" : "; ") + s;
     row.push_back(note);

@@ -2,7 +2,7 @@
 // published grouped cases and on a decode-like masked layout, against cuBLASLt's block-scaled FP8
 // GEMM called once per non-empty expert on the same operands.
 //
-//   moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--case LAYOUT:E:M:N:K ...]
+//   moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--cooldown-ms MS] [--case LAYOUT:E:M:N:K ...]
 //
 // Cases (--case replaces them: LAYOUT contiguous or masked, every one of the E experts M rows)
 //   contiguous  E x m ∈ {4x8192, 8x4096}, every expert m rows        (DeepGEMM "grouped contiguous")
@@ -25,8 +25,17 @@
 //             measured. cuBLASLt needs a multiple of 4 rows: an expert's row count is rounded up
 //             to 4 (the extra rows are padding rows of the layout; noted when it happens).
 //   vs_lt     lt_us / our us;  rel_l2_vs_lt  ‖ours − cuBLASLt‖ / ‖cuBLASLt‖ over the valid rows.
+//   kern_us   the method of DeepGEMM's published tables (bench_kineto): kernel-only time (CUPTI:
+//             the kernel's own duration, without the launch gap and the events that us includes)
+//             with a 256 MB L2-flushing memset before each call; kTFLOPS and vs_dg_k from it.
+//             lt_kern_us: the same for the cuBLASLt sequence (the sum of its kernels' durations).
+//   pt_kTFLOPS  cuBLASLt's FP8 GEMM with per-tensor scales instead of block scales, once per
+//             expert, kernel-only: not this math (no per-128-K promotion), a ceiling for it.
+//             Skipped for the decode cases.
 //
-// Input sets rotate (rotation_sets) so timed runs do not find their operands in L2. In --csv /
+// Input sets rotate (rotation_sets) so timed runs do not find their operands in L2. Each timed pass
+// longer than 20 ms starts after --cooldown-ms of idle time: back-to-back passes of long kernels
+// otherwise run into the power limit the earlier ones built up (perf-notes v20). In --csv /
 // --json mode the table alone goes to stdout, the summary lines to stderr.
 #include <algorithm>
 #include <cmath>
@@ -130,11 +139,13 @@ std::vector<Case> default_cases() {
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "usage: moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--case L:E:M:N:K]...\n"
+               "usage: moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--cooldown-ms MS]\n"
+               "                            [--case L:E:M:N:K]...\n"
                "  grouped FP8 GEMMs (contiguous and masked layouts) on DeepGEMM's published cases and a\n"
                "  decode-like masked layout, vs cuBLASLt block-scaled FP8 called once per expert\n"
                "  --reps R      timed repetitions per case, median reported (default 30)\n"
                "  --no-baseline skip cuBLASLt\n"
+               "  --cooldown-ms MS  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
                "  --case L:E:M:N:K  instead of the default cases (repeatable): layout contiguous|masked,\n"
                "                E experts with M rows each (masked: max_m = M), N x K weights\n");
 }
@@ -194,6 +205,7 @@ struct Graphs {
 int bench_grouped_main(int argc, char** argv) {
   enum class Format { kText, kCsv, kJson } format = Format::kText;
   int reps = 30;
+  int cooldown_ms = 1500;
   bool baseline = true;
   std::vector<Case> custom;
   for (int i = 1; i < argc; ++i) {
@@ -220,6 +232,15 @@ int bench_grouped_main(int argc, char** argv) {
         return 2;
       }
       reps = static_cast<int>(r);
+    } else if (arg == "--cooldown-ms" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      char* end = nullptr;
+      const long ms = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || end != v.c_str() + v.size() || ms < 0 || ms > 60000) {
+        std::fprintf(stderr, "moekit bench grouped: bad --cooldown-ms '%s'\n", v.c_str());
+        return 2;
+      }
+      cooldown_ms = static_cast<int>(ms);
     } else if (arg == "-h" || arg == "--help") {
       usage(stdout);
       return 0;
@@ -260,8 +281,9 @@ int bench_grouped_main(int argc, char** argv) {
   if (baseline) lt = std::make_unique<baseline::CublasLt>();
 
   Table table({"layout", "E", "m", "sum_m", "rows", "N", "K", "us", "TFLOPS", "GB/s", "%copy", "dg_h800",
-               "vs_dg", "lt_us", "vs_lt", "rel_l2_vs_lt", "note"});
-  std::vector<double> vs_lt_contig, vs_lt_masked, vs_lt_decode, vs_dg;
+               "vs_dg", "kern_us", "kTFLOPS", "vs_dg_k", "lt_us", "vs_lt", "lt_kern_us", "pt_kTFLOPS",
+               "rel_l2_vs_lt", "note"});
+  std::vector<double> vs_lt_contig, vs_lt_masked, vs_lt_decode, vs_dg, vs_dg_k;
 
   const std::vector<Case> cases = custom.empty() ? default_cases() : custom;
   for (size_t ci = 0; ci < cases.size(); ++ci) {
@@ -307,7 +329,8 @@ int bench_grouped_main(int argc, char** argv) {
                                     std::to_string(n),
                                     std::to_string(k)};
     std::string us_s = "-", tf_s = "-", gbs_s = "-", pct_s = "-", dg_s = "-", vsdg_s = "-";
-    std::string lt_s = "-", vslt_s = "-", rel_s = "-";
+    std::string lt_s = "-", vslt_s = "-", rel_s = "-", kern_s = "-", ktf_s = "-", vsdgk_s = "-", ltk_s = "-",
+                ptk_s = "-";
     std::vector<std::string> notes;
     if (c.published > 0.0) dg_s = fmt("%.0f", c.published);
 
@@ -342,6 +365,7 @@ int bench_grouped_main(int argc, char** argv) {
 
       // --- ours ---------------------------------------------------------------------------------
       double our_us = -1.0;
+      double pass_us = 0.0;  // one timed pass of back-to-back calls, estimated from one call
       try {
         if (c.masked) grouped_gemm_fp8_prepare_masked(c.max_m, E, n, k);
         else grouped_gemm_fp8_prepare_contiguous(rows, E, n, k);
@@ -363,9 +387,9 @@ int bench_grouped_main(int argc, char** argv) {
         };
         ours(0);  // first use outside the timing
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        pass_us = time_median_us([&](int it) { ours(it % nsets); }, stream, 0, 1) * (reps + 5);
+        cool_down(pass_us, cooldown_ms);
         our_us = time_median_us([&](int it) { ours(it % nsets); }, stream, 5, reps);
-        ours(0);  // the output compared with cuBLASLt: set 0
-        MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
         us_s = fmt("%.2f", our_us);
         const double tflops = flops / (our_us * 1e-6) / 1e12;
         tf_s = fmt("%.1f", tflops);
@@ -376,6 +400,23 @@ int bench_grouped_main(int argc, char** argv) {
           vsdg_s = fmt("%.3f", tflops / c.published);
           vs_dg.push_back(tflops / c.published);
         }
+        std::string why;
+        cool_down(pass_us, cooldown_ms);
+        const double kern_us =
+            kernel_time_median_us([&](int it) { ours(it % nsets); }, stream, 2, reps, &why, kKinetoFlushBytes);
+        if (kern_us > 0.0) {
+          kern_s = fmt("%.2f", kern_us);
+          const double ktf = flops / (kern_us * 1e-6) / 1e12;
+          ktf_s = fmt("%.1f", ktf);
+          if (c.published > 0.0) {
+            vsdgk_s = fmt("%.3f", ktf / c.published);
+            vs_dg_k.push_back(ktf / c.published);
+          }
+        } else {
+          notes.push_back("kern: " + why);
+        }
+        ours(0);  // the output compared with cuBLASLt: set 0
+        MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
       } catch (const std::exception& e) {
         our_us = -1.0;
         us_s = "err";
@@ -467,6 +508,7 @@ int bench_grouped_main(int argc, char** argv) {
             }
             cudaGetLastError();  // a failed capture leaves a non-sticky error
             if (!graphed) notes.push_back("lt: graph capture failed, timed as direct calls");
+            cool_down(pass_us, cooldown_ms);
             const double lt_us = time_median_us(
                 [&](int it) {
                   const int s = it % nsets;
@@ -478,6 +520,29 @@ int bench_grouped_main(int argc, char** argv) {
                   }
                 },
                 stream, 5, reps);
+            auto lt_call = [&](int it) {
+              if (graphed) {
+                MOEKIT_CUDA_CHECK(cudaGraphLaunch(g.execs[size_t(it % nsets)], stream));
+              } else {
+                const baseline::LtStatus r = run_lt(it % nsets);
+                if (!r) throw Error(ErrorCode::kInternal, r.message);
+              }
+            };
+            std::string why;
+            cool_down(pass_us, cooldown_ms);
+            const double ltk_us = kernel_time_median_us(lt_call, stream, 2, reps, &why, kKinetoFlushBytes);
+            ltk_s = ltk_us > 0.0 ? fmt("%.2f", ltk_us) : "n/a";
+            if (c.layout != "decode") {  // the per-tensor-scaled ceiling, kernel-only
+              baseline::LtStatus pt;
+              auto run_pt = [&](int it) {
+                for (int64_t i = 0; i < e_active && pt; ++i) pt = lt->gemm_fp8_tensor_scaled(lt_args(it % nsets, i), stream);
+              };
+              run_pt(0);
+              cool_down(pass_us, cooldown_ms);
+              const double pt_us = pt ? kernel_time_median_us(run_pt, stream, 2, reps, &why, kKinetoFlushBytes) : -1.0;
+              if (!pt) notes.push_back("pt: " + one_line(pt.message));
+              ptk_s = pt_us > 0.0 ? fmt("%.1f", flops / (pt_us * 1e-6) / 1e12) : "n/a";
+            }
             const baseline::LtStatus r = run_lt(0);  // the output compared: set 0
             if (!r) throw Error(ErrorCode::kInternal, r.message);
             MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -521,7 +586,8 @@ int bench_grouped_main(int argc, char** argv) {
       cudaGetLastError();
     }
 
-    row.insert(row.end(), {us_s, tf_s, gbs_s, pct_s, dg_s, vsdg_s, lt_s, vslt_s, rel_s});
+    row.insert(row.end(),
+               {us_s, tf_s, gbs_s, pct_s, dg_s, vsdg_s, kern_s, ktf_s, vsdgk_s, lt_s, vslt_s, ltk_s, ptk_s, rel_s});
     std::string note;
     for (const auto& s : notes) note += (note.empty() ? "" : "; ") + s;
     row.push_back(note);
@@ -545,6 +611,7 @@ int bench_grouped_main(int argc, char** argv) {
                  geo(vs_lt_decode).c_str());
   }
   std::fprintf(info, "geomean of our TFLOPS / DeepGEMM's published H800 TFLOPS: %s\n", geo(vs_dg).c_str());
+  std::fprintf(info, "geomean of our kernel-only TFLOPS / DeepGEMM's (its own method): %s\n", geo(vs_dg_k).c_str());
   return 0;
 }
 

@@ -18,6 +18,24 @@ double median_of(std::vector<double> v);
 double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, int warmup = 5,
                       int reps = 30);
 
+/// Kernel-only time in microseconds, as nsys or DeepGEMM's bench_kineto report it: the median over
+/// `reps` calls of the summed durations of the kernels one call of fn launched, from CUPTI's
+/// activity records (libcupti is loaded at run time; bench/kernel_time.cpp). The calls run back to
+/// back behind a spin kernel, as in time_median_us, but the launch gaps and the events' own cost
+/// are left out. With `flush_bytes`, a memset of that many bytes (not timed) runs before each call,
+/// as bench_kineto's L2 flush does. Returns -1 with the reason in *why where CUPTI is unavailable
+/// or its records do not match the calls.
+double kernel_time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, int warmup, int reps,
+                             std::string* why, size_t flush_bytes = 0);
+
+/// DeepGEMM's bench_kineto flushes L2 with a 256 MB memset before every timed call.
+inline constexpr size_t kKinetoFlushBytes = size_t(256) << 20;
+
+/// Sleeps `ms` milliseconds before a timed pass of `pass_us` microseconds of back-to-back work that
+/// is long enough to heat the GPU into its power limit, so that each such pass (ours, cuBLASLt's)
+/// starts from the same idle state whatever ran before it (perf-notes v20).
+void cool_down(double pass_us, int ms);
+
 /// Device-to-device copy bandwidth in bytes/s (bytes read + bytes written), measured once per
 /// process with a 1 GiB cudaMemcpyAsync and cached.
 double measured_copy_bandwidth();

@@ -199,7 +199,7 @@ LtStatus CublasLt::prepare_fp8(const GemmFp8Args& args, cudaStream_t stream, int
   MOEKIT_CUDA_CHECK(cudaMemcpy2DAsync(slot.sb_lt.get(), kb4 * sizeof(float), args.sb, kb * sizeof(float),
                                       kb * sizeof(float), nb, cudaMemcpyDeviceToDevice, stream));
 
-  const Plan& plan = plan_fp8(args, slot);
+  const Plan& plan = plan_fp8(args, &slot);
   if (!plan.supported) slot.why = plan.why + "; shape " + shape;
   return slot.why.empty() ? LtStatus::success() : LtStatus::unsupported(slot.why);
 }
@@ -218,8 +218,8 @@ void CublasLt::refresh_sa_fp8(const GemmFp8Args& args, cudaStream_t stream, int 
                                       m * sizeof(float), kb, cudaMemcpyDeviceToDevice, stream));
 }
 
-CublasLt::Plan& CublasLt::plan_fp8(const GemmFp8Args& args, const Slot& slot) {
-  const PlanKey key{0, args.m, args.n, args.k, args.lda, args.ldb, args.ldd};
+CublasLt::Plan& CublasLt::plan_fp8(const GemmFp8Args& args, const Slot* slot) {
+  const PlanKey key{slot ? 0 : 2, args.m, args.n, args.k, args.lda, args.ldb, args.ldd};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   auto plan = std::make_unique<Plan>();
@@ -228,24 +228,28 @@ CublasLt::Plan& CublasLt::plan_fp8(const GemmFp8Args& args, const Slot& slot) {
 
   check_lt(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const int32_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  const int32_t mode_a = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;  // cuBLASLt A = our B (weights)
-  const int32_t mode_b = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;      // cuBLASLt B = our A (activations)
-  const void* scale_a = slot.sb_lt.get();
-  const void* scale_b = slot.sa_lt.get();
   if (!p.set(CUBLASLT_MATMUL_DESC_TRANSA, trans_a, "TRANSA") ||
-      !p.set(CUBLASLT_MATMUL_DESC_TRANSB, trans_b, "TRANSB") ||
-      !p.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode_a, "A_SCALE_MODE = BLK128x128_32F") ||
-      !p.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode_b, "B_SCALE_MODE = VEC128_32F") ||
-      // The heuristic needs the scale pointers of block-scaled modes to be set.
-      !p.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a, "A_SCALE_POINTER") ||
-      !p.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_b, "B_SCALE_POINTER"))
+      !p.set(CUBLASLT_MATMUL_DESC_TRANSB, trans_b, "TRANSB"))
     return p;
+  if (slot) {  // block-scaled; without a slot: the default per-tensor scalar scales (none set: 1)
+    const int32_t mode_a = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;  // cuBLASLt A = our B (weights)
+    const int32_t mode_b = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;      // cuBLASLt B = our A (activations)
+    const void* scale_a = slot->sb_lt.get();
+    const void* scale_b = slot->sa_lt.get();
+    if (!p.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode_a, "A_SCALE_MODE = BLK128x128_32F") ||
+        !p.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode_b, "B_SCALE_MODE = VEC128_32F") ||
+        // The heuristic needs the scale pointers of block-scaled modes to be set.
+        !p.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a, "A_SCALE_POINTER") ||
+        !p.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_b, "B_SCALE_POINTER"))
+      return p;
+  }
   // Column-major: A is K x N (ld = ldb, op = T), B is K x M (ld = lda, op = N), D is N x M.
   if (!p.layout(&p.a, CUDA_R_8F_E4M3, args.k, args.n, args.ldb) ||
       !p.layout(&p.b, CUDA_R_8F_E4M3, args.k, args.m, args.lda) ||
       !p.layout(&p.d, CUDA_R_16BF, args.n, args.m, args.ldd))
     return p;
-  p.select(as_handle(handle_), workspace_.bytes(), "block-scaled FP8 (BLK128x128 x VEC128)");
+  p.select(as_handle(handle_), workspace_.bytes(),
+           slot ? "block-scaled FP8 (BLK128x128 x VEC128)" : "FP8 with per-tensor scales");
   return p;
 }
 
@@ -284,6 +288,32 @@ LtStatus CublasLt::gemm_fp8(const GemmFp8Args& args, cudaStream_t stream, int sl
     return LtStatus::unsupported(detail::concat("cublasLtMatmul (block-scaled FP8) refused shape ", shape, ": ",
                                                 status_text(s)));
   check_lt(s, "cublasLtMatmul (block-scaled FP8)");
+  return LtStatus::success();
+}
+
+LtStatus CublasLt::gemm_fp8_tensor_scaled(const GemmFp8Args& args, cudaStream_t stream) {
+  MOEKIT_REQUIRE(args.m >= 0 && args.n > 0 && args.k > 0, ErrorCode::kInvalidArgument,
+                 "CublasLt::gemm_fp8_tensor_scaled: bad shape m=", args.m, " n=", args.n, " k=", args.k);
+  MOEKIT_REQUIRE(args.lda >= args.k && args.ldb >= args.k && args.ldd >= args.n, ErrorCode::kInvalidArgument,
+                 "CublasLt::gemm_fp8_tensor_scaled: strides too small (lda=", args.lda, " ldb=", args.ldb,
+                 " ldd=", args.ldd, ")");
+  if (args.m == 0) return LtStatus::success();
+  MOEKIT_REQUIRE(args.a && args.b && args.d, ErrorCode::kInvalidArgument,
+                 "CublasLt::gemm_fp8_tensor_scaled: null pointer");
+  const std::string shape = shape_str(args.m, args.n, args.k);
+  if (args.k % 16 != 0 || args.lda % 16 != 0 || args.ldb % 16 != 0 || args.ldd % 8 != 0 || !aligned16(args.a) ||
+      !aligned16(args.b) || !aligned16(args.d))
+    return LtStatus::unsupported("cuBLASLt FP8 needs 16-byte aligned pointers, K and leading dimensions; shape " +
+                                 shape);
+  Plan& p = plan_fp8(args, nullptr);
+  if (!p.supported) return LtStatus::unsupported(p.why + "; shape " + shape);
+  const cublasStatus_t s =
+      cublasLtMatmul(as_handle(handle_), p.desc, &kOne, args.b, p.a, args.a, p.b, &kZero, args.d, p.d, args.d,
+                     p.d, &p.algo, workspace_.get(), workspace_.bytes(), stream);
+  if (is_unsupported(s))
+    return LtStatus::unsupported(
+        detail::concat("cublasLtMatmul (FP8, per-tensor scales) refused shape ", shape, ": ", status_text(s)));
+  check_lt(s, "cublasLtMatmul (FP8, per-tensor scales)");
   return LtStatus::success();
 }
 

@@ -1,5 +1,6 @@
 // cuBLASLt baselines for the benchmarks and tests: the block-scaled FP8 GEMM with exactly
-// moekit's semantics (gemm.h), and a plain BF16 GEMM of the same shape.
+// moekit's semantics (gemm.h), the FP8 GEMM with per-tensor scales (a ceiling, not the same math),
+// and a plain BF16 GEMM of the same shape.
 //
 // Mapping. moekit computes D[m, n] (bf16, row-major) = A[m, k] · B[n, k]ᵀ. cuBLASLt is
 // column-major, and a row-major D[m, n] is the column-major matrix Dᵀ[n, m] = B · Aᵀ, so:
@@ -87,6 +88,12 @@ class CublasLt {
   /// may differ). Only cublasLtMatmul is enqueued. Returns !ok when cuBLASLt cannot run it.
   LtStatus gemm_fp8(const GemmFp8Args& args, cudaStream_t stream, int slot = 0);
 
+  /// cuBLASLt's FP8 GEMM on the operands of `args` with per-tensor scales (none set, i.e. 1) instead
+  /// of block scales; args.sa / args.sb are ignored. Not moekit's math: the same MMAs without the
+  /// per-128-K promotion, so a ceiling for block-scaled kernels in the benchmarks. Returns !ok when
+  /// cuBLASLt cannot run it.
+  LtStatus gemm_fp8_tensor_scaled(const GemmFp8Args& args, cudaStream_t stream);
+
   /// Plain BF16 GEMM of the same orientation. Returns !ok when cuBLASLt cannot run it.
   LtStatus gemm_bf16(const GemmBf16Args& args, cudaStream_t stream);
 
@@ -102,10 +109,10 @@ class CublasLt {
     int64_t m = -1, n = -1, k = -1;
     std::string why;                    ///< non-empty when cuBLASLt cannot run this slot's shape
   };
-  // kind (0 = fp8 block-scaled, 1 = bf16), m, n, k, lda, ldb, ldd
+  // kind (0 = fp8 block-scaled, 1 = bf16, 2 = fp8 per-tensor scales), m, n, k, lda, ldb, ldd
   using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
-  Plan& plan_fp8(const GemmFp8Args& args, const Slot& slot);
+  Plan& plan_fp8(const GemmFp8Args& args, const Slot* slot);  ///< slot null: per-tensor scales
   Plan& plan_bf16(const GemmBf16Args& args);
 
   void* handle_ = nullptr;  ///< cublasLtHandle_t

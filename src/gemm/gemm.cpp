@@ -281,6 +281,14 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   if (trace) print_gemm_trace(trace, cfg.gridDimX, body, c, stream);
 }
 
+unsigned tail_halves_setting() {
+  static const unsigned on = [] {
+    const char* v = std::getenv("MOEKIT_TAIL_HALVES");
+    return v && v[0] == '0' ? 0u : 1u;
+  }();
+  return on;
+}
+
 }  // namespace detail
 
 std::string GemmConfig::str() const {
@@ -337,7 +345,9 @@ void gemm_fp8_nt(const GemmFp8Args& a, const GemmConfig& c, cudaStream_t stream)
                  " has only ", ceil_div(a.k, kQuantBlock), " blocks of 128");
 
   const Fp8GemmOperands op{a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd, a.m, a.n, a.n, a.k};
-  launch_fp8_gemm(c, "fp8_gemm_dense", op, sm90::GemmParams{}, stream);
+  sm90::GemmParams p{};
+  p.tail_halves = tail_halves_setting();
+  launch_fp8_gemm(c, "fp8_gemm_dense", op, p, stream);
 }
 
 void gemm_fp8_prepare(int64_t m, int64_t n, int64_t k) {

@@ -77,6 +77,10 @@ struct Fp8GemmOperands {
 void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
                      cudaStream_t stream, const Fp8GemmFamily& family = {});
 
+/// GemmParams::tail_halves for the dense and masked GEMMs: on unless MOEKIT_TAIL_HALVES=0 (a
+/// diagnostic switch for A/B runs, not API).
+unsigned tail_halves_setting();
+
 /// grouped_gemm_fp8_contiguous with dynamic tile scheduling when `tile_counter` (a device counter
 /// that is 0 at launch; the caller zeroes it) is not null (GemmParams::tile_counter).
 void grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,

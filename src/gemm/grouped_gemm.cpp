@@ -47,6 +47,7 @@ void launch_grouped(const char* body, const GroupedGemmFp8Args& a, int64_t rows,
   }
   p.group_offsets = offsets;
   p.group_counts = counts;
+  if (offsets == nullptr) p.tail_halves = tail_halves_setting();  // masked
   p.num_groups = static_cast<unsigned>(a.num_groups);
   p.group_max_m = static_cast<unsigned>(max_m);
   const Fp8GemmOperands op{a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd, rows, a.num_groups * a.n, a.n, a.k};

@@ -114,6 +114,11 @@ __device__ __forceinline__ void mbar_arrive(u32 bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
+/// Arrives `count` times at once on a CTA-local mbarrier (one arrival per warp it stands for).
+__device__ __forceinline__ void mbar_arrive_count(u32 bar, u32 count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
 /// Arrives on an mbarrier of any CTA of the cluster (address from map_to_cta). Default
 /// (.release.cta) semantics: a .cluster-scope release here would fence every outstanding memory
 /// access of the thread on every call, which measured 3x slower in the GEMM mainloop; the

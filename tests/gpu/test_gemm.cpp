@@ -173,6 +173,24 @@ TEST(GemmFp8, EveryTileShape) {
       }
 }
 
+// Tail halves (GemmParams::tail_halves): the last wave's tiles split into 64-row halves run by one
+// math warpgroup each, forced with few CTAs: 24 tiles on 10 CTAs (a tail of 4 tiles = 8 halves,
+// pipelined and issue-ordered 128 x 128 tiles) and 10 tiles on 8 CTAs (serial 128 x 160 tiles),
+// with M tails whose second half has no row (300 rows) or a few (200 rows), several tiles per CTA
+// before the halves; full halves (20 tiles on 6 CTAs); and a tail too long to split (24 tiles on
+// 16 CTAs).
+TEST(GemmFp8, TailHalves) {
+  int seed = 8000;
+  const struct {
+    moekit::GemmConfig c;
+    Problem p;
+  } cases[] = {{{128, 128, 4, 2, 10, 1}, {300, 1024, 640}},
+               {{128, 160, 3, 2, 8, 1}, {200, 800, 512}},
+               {{128, 128, 4, 2, 16, 1}, {300, 1024, 640}},
+               {{128, 64, 4, 1, 6, 1}, {256, 640, 2880}}};
+  for (const auto& x : cases) expect_good(run_and_check(x.p, &x.c, ++seed, 400), describe(x.p, &x.c));
+}
+
 // Split-K (clusters of S CTAs along K, DSMEM reduction), forced: S = 2, 3, 4, 8 with both
 // warpgroup counts, pipelined / straddling / serial tiles, K ranges that differ by one block, one K
 // block per CTA (4 K blocks over 4 CTAs), M and N tails, several tiles per cluster (48 CTAs), and

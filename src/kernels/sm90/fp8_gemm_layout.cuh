@@ -140,6 +140,11 @@ struct GemmParams {
   /// 1 = one pass over all units, the M unit fastest inside a raster group (prefill: every B tile
   /// is shared by all the units of its expert, which must run together).
   unsigned sched_one_pass;
+  /// Dense (clusters of one, no split-K) and masked schedulers with 128-row tiles: 1 = when the
+  /// static schedule's last wave holds at most half as many tiles as there are CTAs, each of those
+  /// tiles is handed out as two 64-row halves to two CTAs (a half tile runs one math warpgroup's
+  /// MMAs), so the last wave takes about half a tile's time instead of a whole one's.
+  unsigned tail_halves;
   // Grouped GEMMs (unused by the dense one):
   const int* group_offsets;  ///< contiguous: [num_groups + 1] aligned segment starts
   const int* group_counts;   ///< [num_groups] valid rows per group

@@ -45,6 +45,40 @@ __device__ __forceinline__ void raster(u32 idx, u32 num_m, u32 num_n, u32 group,
   n_block = r / rows_in_group;
 }
 
+/// The static schedule's tail (GemmParams::tail_halves): of `tiles` tiles taken by `ctas` CTAs in
+/// strides, the last partial wave's tiles become two 64-row half units each when they fit in one
+/// wave that way. Units [0, full) are whole tiles; unit full + 2 j + h is half h of tile full + j.
+struct TailHalves {
+  u32 full = 0xffffffffu;  ///< first half unit (none: all units whole)
+  u32 units = 0;           ///< units in all
+
+  __device__ __forceinline__ TailHalves(u32 tiles, u32 ctas, bool enabled) : units(tiles) {
+    const u32 whole = tiles / ctas * ctas, tail = tiles - whole;
+    if (enabled && tail > 0 && 2 * tail <= ctas) {
+      full = whole;
+      units = whole + 2 * tail;
+    }
+  }
+  /// The tile of unit `idx`, and which part of it: 0 whole, 1 rows [0, 64), 2 rows [64, 128).
+  __device__ __forceinline__ u32 tile_of(u32 idx, u32& part) const {
+    if (idx < full) {
+      part = 0;
+      return idx;
+    }
+    part = 1 + (idx - full) % 2;
+    return full + (idx - full) / 2;
+  }
+};
+
+/// Rows of the part (TailHalves::tile_of) of a 128-row tile with `valid` valid rows: its first row
+/// offset and its valid rows (≤ 0: nothing to do).
+__device__ __forceinline__ int tile_part_rows(u32 part, int valid, u32& row_offset) {
+  row_offset = part == 2 ? 64u : 0u;
+  if (part == 0) return valid;
+  const int v = valid - int(row_offset);
+  return v < 64 ? v : 64;
+}
+
 /// Dense GEMM: tiles of an M x N output, visited in groups of `raster_group` M blocks; within a
 /// group the M block changes fastest, so concurrently running CTAs share B tiles and a few A tiles
 /// in L2.
@@ -60,9 +94,13 @@ template <int kBlockM, int kBlockN, int kCluster = 1, int kSplitK = 1>
 struct DenseScheduler {
   static_assert(kSplitK == 1 || kCluster == 1, "split-K clusters do not multicast");
   static constexpr u32 kClusterSize = u32(kCluster * kSplitK);
+  /// Tail halves (GemmParams::tail_halves) for single-CTA units of 128-row tiles.
+  static constexpr bool kHalves = kBlockM == 128 && kClusterSize == 1;
   u32 num_units_m, num_n_blocks, num_units, group, rank, stride;
   u32 next_index;
   u32 kb_begin = 0, kb_end = 0;
+  u32 m;
+  TailHalves tail;
 
   __device__ __forceinline__ explicit DenseScheduler(const GemmParams& p)
       : num_units_m(((p.m + kBlockM - 1) / kBlockM + kCluster - 1) / kCluster),
@@ -71,7 +109,9 @@ struct DenseScheduler {
         group(p.raster_group >= kCluster ? p.raster_group / kCluster : 1),
         rank(blockIdx.x % kClusterSize),
         stride(gridDim.x / kClusterSize),
-        next_index(blockIdx.x / kClusterSize) {
+        next_index(blockIdx.x / kClusterSize),
+        m(p.m),
+        tail(num_units, stride, kHalves && p.tail_halves != 0) {
     if constexpr (kSplitK > 1) {
       kb_begin = rank * p.num_kb / u32(kSplitK);
       kb_end = (rank + 1) * p.num_kb / u32(kSplitK);
@@ -79,20 +119,27 @@ struct DenseScheduler {
   }
 
   __device__ __forceinline__ bool next(Tile& t) {
-    if (next_index >= num_units) return false;
-    const u32 idx = next_index;
-    next_index += stride;
-    u32 m_unit, n_block;
-    raster(idx, num_units_m, num_n_blocks, group, m_unit, n_block);
-    const u32 m_block = kSplitK > 1 ? m_unit : m_unit * kCluster + rank;
-    t.m0 = m_block * kBlockM;
-    t.n0 = n_block * kBlockN;
-    t.b_row0 = t.n0;
-    t.sb_offset = 0;
-    t.valid_rows = kBlockM;  // the M tail is clipped by the TMA store
-    t.kb_begin = kb_begin;
-    t.kb_end = kb_end;
-    return true;
+    for (;;) {
+      if (next_index >= tail.units) return false;
+      u32 part = 0;
+      const u32 idx = tail.tile_of(next_index, part);
+      next_index += stride;
+      u32 m_unit, n_block;
+      raster(idx, num_units_m, num_n_blocks, group, m_unit, n_block);
+      const u32 m_block = kSplitK > 1 ? m_unit : m_unit * kCluster + rank;
+      // A whole tile's M tail is clipped by the TMA store; a half tile stores its valid rows only.
+      u32 offset;
+      const int rows = tile_part_rows(part, part ? int(m - m_block * kBlockM) : kBlockM, offset);
+      if (rows <= 0) continue;  // the second half of a tile past M
+      t.m0 = m_block * kBlockM + offset;
+      t.n0 = n_block * kBlockN;
+      t.b_row0 = t.n0;
+      t.sb_offset = 0;
+      t.valid_rows = u32(rows);
+      t.kb_begin = kb_begin;
+      t.kb_end = kb_end;
+      return true;
+    }
   }
 };
 
@@ -241,21 +288,26 @@ struct ContiguousScheduler {
 /// Masked grouped GEMM: group g owns rows [g*max_m, (g+1)*max_m) of A and D, of which the first
 /// min(counts[g], max_m) are valid. Tiles are numbered (group, n block, m tile) with the M tile
 /// fastest; tiles past a group's count are skipped, so empty groups cost one read each.
+/// With 128-row tiles and GemmParams::tail_halves, the last partial wave of the tile numbering
+/// (valid or not: the counts are not read ahead) is handed out in 64-row halves (TailHalves).
 template <int kBlockM, int kBlockN>
 struct MaskedScheduler {
   const GemmParams& p;
   u32 m_tiles_per_group, num_n_blocks, num_tiles, next_index;
+  TailHalves tail;
 
   __device__ __forceinline__ explicit MaskedScheduler(const GemmParams& params)
       : p(params),
         m_tiles_per_group((params.group_max_m + kBlockM - 1) / kBlockM),
         num_n_blocks((params.n + kBlockN - 1) / kBlockN),
         num_tiles(params.num_groups * m_tiles_per_group * num_n_blocks),
-        next_index(blockIdx.x) {}
+        next_index(blockIdx.x),
+        tail(num_tiles, gridDim.x, kBlockM == 128 && params.tail_halves != 0) {}
 
   __device__ __forceinline__ bool next(Tile& t) {
-    while (next_index < num_tiles) {
-      const u32 idx = next_index;
+    while (next_index < tail.units) {
+      u32 part = 0;
+      const u32 idx = tail.tile_of(next_index, part);
       next_index += gridDim.x;
       const u32 per_group = m_tiles_per_group * num_n_blocks;
       const u32 g = idx / per_group;
@@ -263,9 +315,10 @@ struct MaskedScheduler {
       const u32 m_tile = r % m_tiles_per_group;
       int count = ptx::ld_chain(p.group_counts + g);
       if (count > int(p.group_max_m)) count = int(p.group_max_m);
-      const int valid = count - int(m_tile * kBlockM);
+      u32 offset;
+      const int valid = tile_part_rows(part, count - int(m_tile * kBlockM), offset);
       if (valid <= 0) continue;
-      t.m0 = g * p.group_max_m + m_tile * kBlockM;
+      t.m0 = g * p.group_max_m + m_tile * kBlockM + offset;
       t.n0 = (r / m_tiles_per_group) * kBlockN;
       t.valid_rows = valid < kBlockM ? u32(valid) : u32(kBlockM);
       set_group(t, p, g);
