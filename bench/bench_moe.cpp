@@ -2,7 +2,7 @@
 // synthetic weights per SPEC §5 preset and token count — the project's main benchmark.
 //
 //   moekit bench moe [--preset NAME|all] [--tokens 1,8,64,...] [--reps R] [--format text|csv|json]
-//                    [--no-check] [--no-baseline] [--gemm1-promote-k 0|32|64|128]
+//                    [--no-check] [--no-baseline] [--gemm1-promote-k 0|32|64|128] [--cooldown-ms MS]
 //
 // Inputs: x uniform in [-1, 1); router logits uniform in [-2, 2) (fp32); sigmoid_grouped
 // correction bias uniform in [-0.01, 0.01). (Wider logits saturate the sigmoid and let the bias
@@ -34,7 +34,9 @@
 //                cuBLASLt needs each GEMM's A scales as one dense [kb, m] block, so every expert
 //                GEMM is preceded by one small 2D copy of its rows' scales (counted in base_us).
 //                vs_base = base_us / us; base_diff = ‖y − y_base‖ / ‖y_base‖ over all rows.
-// In csv / json mode the table alone goes to stdout, the notes to stderr.
+// Each timed pass longer than 20 ms (the layer's, the stages', the baseline's) starts after
+// --cooldown-ms (default 1500) of idle time, so that none runs hotter for following another
+// (perf-notes v20). In csv / json mode the table alone goes to stdout, the notes to stderr.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -144,6 +146,7 @@ void usage(FILE* out) {
                "usage: moekit bench moe [--preset NAME|all] [--tokens T1,T2,...] [--reps R]\n"
                "                        [--format text|csv|json] [--no-check] [--no-baseline]\n"
                "                        [--gemm1-promote-k 0|32|64|128] [--gemm1-input auto|permuted|gathered]\n"
+               "                        [--cooldown-ms MS]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
                "           gpt-oss-120b, deepseek-v2-lite, all\n"
                "  tokens default: 1,8,64,256,1024,4096,16384\n"
@@ -152,7 +155,8 @@ void usage(FILE* out) {
                "  --gemm1-promote-k  MoeConfig::gemm1_promote_k: 0 automatic (default), 32, 64 or 128\n"
                "                 (K per tensor-core accumulation chain of GEMM1: accuracy vs prefill speed)\n"
                "  --gemm1-input  MoeConfig::gemm1_input: auto (default), permuted (copy per slot) or gathered\n"
-               "                 (GEMM1 reads rows by token)\n");
+               "                 (GEMM1 reads rows by token)\n"
+               "  --cooldown-ms  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n");
 }
 
 /// Rows compared with the reference: all for T ≤ 64, else kSampleRows (first, last, random).
@@ -344,8 +348,10 @@ class Baseline {
   std::vector<Expert> experts_;
 };
 
-/// Times the baseline as one CUDA graph (direct calls if capture fails); returns µs.
-double time_baseline(Baseline& b, cudaStream_t s, int reps, std::vector<std::string>& notes) {
+/// Times the baseline as one CUDA graph (direct calls if capture fails) after cool_down(pass_us,
+/// cooldown_ms); returns µs.
+double time_baseline(Baseline& b, cudaStream_t s, int reps, std::vector<std::string>& notes, double pass_us,
+                     int cooldown_ms) {
   b.run();  // first use outside capture
   MOEKIT_CUDA_CHECK(cudaStreamSynchronize(s));
   cudaGraph_t graph = nullptr;
@@ -362,6 +368,7 @@ double time_baseline(Baseline& b, cudaStream_t s, int reps, std::vector<std::str
   }
   cudaGetLastError();
   if (!graphed) notes.push_back("baseline: graph capture failed, timed as direct calls");
+  cool_down(pass_us, cooldown_ms);
   const double us = time_median_us(
       [&](int) {
         if (graphed) MOEKIT_CUDA_CHECK(cudaGraphLaunch(exec, s));
@@ -391,6 +398,7 @@ int bench_moe_main(int argc, char** argv) {
   std::string preset = "deepseek-v3", format = "text";
   std::vector<int64_t> tokens = {1, 8, 64, 256, 1024, 4096, 16384};
   int reps = 10;
+  int cooldown_ms = 1500;
   bool check = true, with_baseline = true;
   int promote_k = MoeConfig{}.gemm1_promote_k;
   MoeGemm1Input gemm1_input = MoeConfig{}.gemm1_input;
@@ -402,6 +410,7 @@ int bench_moe_main(int argc, char** argv) {
     else if (arg == "--csv") format = "csv";
     else if (arg == "--json") format = "json";
     else if (arg == "--no-check") check = false;
+    else if (arg == "--cooldown-ms" && i + 1 < argc) cooldown_ms = std::clamp(std::atoi(argv[++i]), 0, 60000);
     else if (arg == "--no-baseline") with_baseline = false;
     else if (arg == "--gemm1-promote-k" && i + 1 < argc) promote_k = std::atoi(argv[++i]);
     else if (arg == "--gemm1-input" && i + 1 < argc) {
@@ -549,11 +558,15 @@ int bench_moe_main(int argc, char** argv) {
         MOEKIT_CUDA_CHECK(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), stream));
         layer.forward(a_out, stream);
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const double pass_us = time_median_us([&](int) { layer.forward(a, stream); }, stream, 0, 1) * (reps + 2);
+        cool_down(pass_us, cooldown_ms);
         const double us = time_median_us([&](int) { layer.forward(a, stream); }, stream, 2, reps);
         const double route_us = time_median_us(
             [&](int) { route(rc, logits.get(), LogitsType::kFloat32, t, ids.as<int32_t>(), wts.as<float>(), stream); },
             stream, 2, reps);
+        cool_down(pass_us, cooldown_ms);
         const double moe_us = time_median_us([&](int) { layer.forward(a_ids, stream); }, stream, 2, reps);
+        cool_down(pass_us, cooldown_ms);
         stage_lines.push_back(fmt("# stages %s T=%lld (us): ", p->name, (long long)t) +
                               stage_breakdown([&] { layer.forward(a, stream); }, stream, reps));
         MOEKIT_CUDA_CHECK(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), stream));
@@ -591,7 +604,7 @@ int bench_moe_main(int argc, char** argv) {
         if (lt && t > 0) {
           try {
             Baseline b(*p, t, rc, *lt, x, logits, w1, sw1, w2, sw2, stream);
-            const double base_us = time_baseline(b, stream, reps, notes);
+            const double base_us = time_baseline(b, stream, reps, notes, pass_us, cooldown_ms);
             base_s = fmt("%.1f", base_us);
             vsb_s = fmt("%.2f", base_us / us);
             const auto ours = y.download<uint16_t>(size_t(t * h));
