@@ -223,24 +223,16 @@ int bench_grouped_main(int argc, char** argv) {
       format = Format::kJson;
     } else if (arg == "--no-baseline") {
       baseline = false;
-    } else if (arg == "--reps" && i + 1 < argc) {
+    } else if ((arg == "--reps" || arg == "--cooldown-ms") && i + 1 < argc) {
+      const bool is_reps = arg == "--reps";
       const std::string v = argv[++i];
       char* end = nullptr;
-      const long r = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || end != v.c_str() + v.size() || r < 1 || r > 100000) {
-        std::fprintf(stderr, "moekit bench grouped: bad --reps '%s'\n", v.c_str());
+      const long x = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || end != v.c_str() + v.size() || x < (is_reps ? 1 : 0) || x > (is_reps ? 100000 : 60000)) {
+        std::fprintf(stderr, "moekit bench grouped: bad %s '%s'\n", arg.c_str(), v.c_str());
         return 2;
       }
-      reps = static_cast<int>(r);
-    } else if (arg == "--cooldown-ms" && i + 1 < argc) {
-      const std::string v = argv[++i];
-      char* end = nullptr;
-      const long ms = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || end != v.c_str() + v.size() || ms < 0 || ms > 60000) {
-        std::fprintf(stderr, "moekit bench grouped: bad --cooldown-ms '%s'\n", v.c_str());
-        return 2;
-      }
-      cooldown_ms = static_cast<int>(ms);
+      (is_reps ? reps : cooldown_ms) = static_cast<int>(x);
     } else if (arg == "-h" || arg == "--help") {
       usage(stdout);
       return 0;

@@ -2,7 +2,9 @@
 #   gemm_summary FILE        a bench gemm output as "MxNxK us TFLOPS vs_lt | ..." plus the M = 4096 geomean
 #   moe_summary FILE         a bench moe output as "T=.. us | ..." plus the T = 16384 stage line
 #   round_summaries          one line per $OUT/{gemm,grouped,moe}_r*.txt of an A/B (gemm_summary / moe_summary)
+#   show_gemm / show_grouped / show_moe FILE   a bench output's table and summary lines
 #   main_benches             bench gemm, bench grouped (both with cuBLASLt) and the main job, summarized
+#   halves_ab ROUND...       tail-halves A/B (MOEKIT_TAIL_HALVES=0 / 1) on the masked cases
 #   sanitize                 memcheck over $MEMCHECK_FILTER and racecheck over $RACECHECK_FILTER (build/)
 S4096=4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048
 
@@ -27,13 +29,28 @@ round_summaries() {
   for f in $OUT/moe_r*.txt; do echo "$(basename $f .txt): $(moe_summary $f)"; done
 }
 
+show_gemm() { grep -E "^ *M |^ *[0-9]+ |geomean|bandwidth" $1 | cut -c1-200; }
+show_grouped() { grep -E "^layout|^(contiguous|masked|decode)|geomean" $1 | cut -c1-230; }
+show_moe() { grep -v "^# moekit" $1 | grep -E "^deepseek|^# stages|^preset" | cut -c1-150; }
+
 main_benches() {
   timeout 200 ./build/moekit bench gemm > $OUT/bench_gemm.txt 2>&1
-  grep -E "^ *[0-9]+ |geomean|bandwidth" $OUT/bench_gemm.txt | cut -c1-150
+  show_gemm $OUT/bench_gemm.txt
   timeout 200 ./build/moekit bench grouped > $OUT/bench_grouped.txt 2>&1
-  grep -E "^(contiguous|masked|decode)|geomean" $OUT/bench_grouped.txt | cut -c1-150
+  show_grouped $OUT/bench_grouped.txt
   timeout 200 ./build/moekit bench moe --preset deepseek-v3 > $OUT/bench_moe.txt 2>&1
-  grep -v "^# moekit" $OUT/bench_moe.txt | grep -E "^deepseek|^# stages|^preset" | cut -c1-150
+  show_moe $OUT/bench_moe.txt
+}
+
+# halves_ab ROUND...: the masked cases with MOEKIT_TAIL_HALVES=0 then 1, once per ROUND (v20).
+halves_ab() {
+  local cases="--case masked:1:1024:7168:2048 --case masked:2:512:7168:2048 --case masked:4:256:7168:2048 --case masked:1:1024:4096:7168"
+  for r in "$@"; do
+    for h in 0 1; do
+      MOEKIT_TAIL_HALVES=$h timeout 100 ./build/moekit bench grouped --no-baseline $cases > $OUT/ab_h${h}_r$r.txt 2>&1
+      echo "halves=$h r$r: $(awk '$1 == "masked" {printf "%s/%s/%s us %s kern %s | ", $2, $6, $7, $8, $14}' $OUT/ab_h${h}_r$r.txt)"
+    done
+  done
 }
 
 sanitize() {

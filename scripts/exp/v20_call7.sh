@@ -2,11 +2,8 @@
 # GPU suite; masked A/B (MOEKIT_TAIL_HALVES=0 / 1); the dense picks the halves term changed, old
 # pick vs new pick (forced, interleaved); then bench grouped, bench gemm and the main job.
 source scripts/exp/gpu_suite.sh
-CASES="--case masked:1:1024:7168:2048 --case masked:2:512:7168:2048 --case masked:4:256:7168:2048 --case masked:1:1024:4096:7168"
-for h in 0 1 0 1; do
-  MOEKIT_TAIL_HALVES=$h timeout 100 ./build/moekit bench grouped --no-baseline $CASES > $OUT/ab.txt 2>&1
-  echo "halves=$h: $(awk '$1 == "masked" {printf "%s/%s/%s us %s kern %s | ", $2, $6, $7, $8, $14}' $OUT/ab.txt)"
-done
+source scripts/exp/bench_lib.sh
+halves_ab 1 2
 while read shape old new; do
   line="$shape"
   for cfg in $old $new; do
@@ -26,10 +23,5 @@ done <<'LIST'
 6144:576:512 m128n128s5g8x132c1 m128n144s5g8x132c1
 1000:7168:512 m128n160s5g8x132c1 m128n128s5g8x132c1
 LIST
-timeout 200 ./build/moekit bench grouped > $OUT/bench_grouped.txt 2>&1
-grep -E "^layout|^(contiguous|masked|decode)|geomean" $OUT/bench_grouped.txt | cut -c1-230
-timeout 200 ./build/moekit bench gemm > $OUT/bench_gemm.txt 2>&1
-grep -E "^ *M |^ *[0-9]+ |geomean|bandwidth" $OUT/bench_gemm.txt | cut -c1-200
-timeout 200 ./build/moekit bench moe --preset deepseek-v3 > $OUT/bench_moe.txt 2>&1
-grep -v "^# moekit" $OUT/bench_moe.txt | grep -E "^deepseek|^# stages|^preset" | cut -c1-150
+main_benches
 echo "total $(( $(date +%s) - t0 )) s"

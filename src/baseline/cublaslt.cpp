@@ -33,6 +33,16 @@ void check_lt(cublasStatus_t s, const char* what) {
 
 std::string shape_str(int64_t m, int64_t n, int64_t k) { return detail::concat(m, "x", n, "x", k); }
 
+/// Shape, strides and (for m > 0) pointers of a call without a prepared slot; `fn` names it.
+template <class Args>
+void require_args(const char* fn, const Args& a) {
+  MOEKIT_REQUIRE(a.m >= 0 && a.n > 0 && a.k > 0, ErrorCode::kInvalidArgument, fn, ": bad shape m=", a.m, " n=", a.n,
+                 " k=", a.k);
+  MOEKIT_REQUIRE(a.lda >= a.k && a.ldb >= a.k && a.ldd >= a.n, ErrorCode::kInvalidArgument, fn,
+                 ": strides too small (lda=", a.lda, " ldb=", a.ldb, " ldd=", a.ldd, ")");
+  MOEKIT_REQUIRE(a.m == 0 || (a.a && a.b && a.d), ErrorCode::kInvalidArgument, fn, ": null pointer");
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 class PreferenceGuard {
@@ -280,26 +290,24 @@ LtStatus CublasLt::gemm_fp8(const GemmFp8Args& args, cudaStream_t stream, int sl
            "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)");
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof scale_b),
            "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
+  return matmul(p, args.a, args.b, args.d, shape, "block-scaled FP8", stream);
+}
+
+LtStatus CublasLt::matmul(Plan& p, const void* a, const void* b, void* d, const std::string& shape, const char* what,
+                          cudaStream_t stream) {
   // cuBLASLt's A is our B and its B is our A (see the header).
-  const cublasStatus_t s =
-      cublasLtMatmul(as_handle(handle_), p.desc, &kOne, args.b, p.a, args.a, p.b, &kZero, args.d, p.d, args.d,
-                     p.d, &p.algo, workspace_.get(), workspace_.bytes(), stream);
+  const cublasStatus_t s = cublasLtMatmul(as_handle(handle_), p.desc, &kOne, b, p.a, a, p.b, &kZero, d, p.d, d, p.d,
+                                          &p.algo, workspace_.get(), workspace_.bytes(), stream);
   if (is_unsupported(s))
-    return LtStatus::unsupported(detail::concat("cublasLtMatmul (block-scaled FP8) refused shape ", shape, ": ",
-                                                status_text(s)));
-  check_lt(s, "cublasLtMatmul (block-scaled FP8)");
+    return LtStatus::unsupported(
+        detail::concat("cublasLtMatmul (", what, ") refused shape ", shape, ": ", status_text(s)));
+  check_lt(s, detail::concat("cublasLtMatmul (", what, ")").c_str());
   return LtStatus::success();
 }
 
 LtStatus CublasLt::gemm_fp8_tensor_scaled(const GemmFp8Args& args, cudaStream_t stream) {
-  MOEKIT_REQUIRE(args.m >= 0 && args.n > 0 && args.k > 0, ErrorCode::kInvalidArgument,
-                 "CublasLt::gemm_fp8_tensor_scaled: bad shape m=", args.m, " n=", args.n, " k=", args.k);
-  MOEKIT_REQUIRE(args.lda >= args.k && args.ldb >= args.k && args.ldd >= args.n, ErrorCode::kInvalidArgument,
-                 "CublasLt::gemm_fp8_tensor_scaled: strides too small (lda=", args.lda, " ldb=", args.ldb,
-                 " ldd=", args.ldd, ")");
+  require_args("CublasLt::gemm_fp8_tensor_scaled", args);
   if (args.m == 0) return LtStatus::success();
-  MOEKIT_REQUIRE(args.a && args.b && args.d, ErrorCode::kInvalidArgument,
-                 "CublasLt::gemm_fp8_tensor_scaled: null pointer");
   const std::string shape = shape_str(args.m, args.n, args.k);
   if (args.k % 16 != 0 || args.lda % 16 != 0 || args.ldb % 16 != 0 || args.ldd % 8 != 0 || !aligned16(args.a) ||
       !aligned16(args.b) || !aligned16(args.d))
@@ -307,14 +315,7 @@ LtStatus CublasLt::gemm_fp8_tensor_scaled(const GemmFp8Args& args, cudaStream_t 
                                  shape);
   Plan& p = plan_fp8(args, nullptr);
   if (!p.supported) return LtStatus::unsupported(p.why + "; shape " + shape);
-  const cublasStatus_t s =
-      cublasLtMatmul(as_handle(handle_), p.desc, &kOne, args.b, p.a, args.a, p.b, &kZero, args.d, p.d, args.d,
-                     p.d, &p.algo, workspace_.get(), workspace_.bytes(), stream);
-  if (is_unsupported(s))
-    return LtStatus::unsupported(
-        detail::concat("cublasLtMatmul (FP8, per-tensor scales) refused shape ", shape, ": ", status_text(s)));
-  check_lt(s, "cublasLtMatmul (FP8, per-tensor scales)");
-  return LtStatus::success();
+  return matmul(p, args.a, args.b, args.d, shape, "FP8, per-tensor scales", stream);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -343,24 +344,12 @@ CublasLt::Plan& CublasLt::plan_bf16(const GemmBf16Args& args) {
 }
 
 LtStatus CublasLt::gemm_bf16(const GemmBf16Args& args, cudaStream_t stream) {
-  MOEKIT_REQUIRE(args.m >= 0 && args.n > 0 && args.k > 0, ErrorCode::kInvalidArgument,
-                 "CublasLt::gemm_bf16: bad shape m=", args.m, " n=", args.n, " k=", args.k);
-  MOEKIT_REQUIRE(args.lda >= args.k && args.ldb >= args.k && args.ldd >= args.n, ErrorCode::kInvalidArgument,
-                 "CublasLt::gemm_bf16: strides too small (lda=", args.lda, " ldb=", args.ldb, " ldd=", args.ldd,
-                 ")");
+  require_args("CublasLt::gemm_bf16", args);
   if (args.m == 0) return LtStatus::success();
-  MOEKIT_REQUIRE(args.a && args.b && args.d, ErrorCode::kInvalidArgument, "CublasLt::gemm_bf16: null pointer");
   Plan& p = plan_bf16(args);
   const std::string shape = shape_str(args.m, args.n, args.k);
   if (!p.supported) return LtStatus::unsupported(p.why + "; shape " + shape);
-  const cublasStatus_t s =
-      cublasLtMatmul(as_handle(handle_), p.desc, &kOne, args.b, p.a, args.a, p.b, &kZero, args.d, p.d, args.d,
-                     p.d, &p.algo, workspace_.get(), workspace_.bytes(), stream);
-  if (is_unsupported(s))
-    return LtStatus::unsupported(
-        detail::concat("cublasLtMatmul (BF16) refused shape ", shape, ": ", status_text(s)));
-  check_lt(s, "cublasLtMatmul (BF16)");
-  return LtStatus::success();
+  return matmul(p, args.a, args.b, args.d, shape, "BF16", stream);
 }
 
 }  // namespace moekit::baseline

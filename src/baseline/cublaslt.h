@@ -114,6 +114,9 @@ class CublasLt {
 
   Plan& plan_fp8(const GemmFp8Args& args, const Slot* slot);  ///< slot null: per-tensor scales
   Plan& plan_bf16(const GemmBf16Args& args);
+  /// cublasLtMatmul of plan `p` on our A, B, D (`what` names the GEMM in errors).
+  LtStatus matmul(Plan& p, const void* a, const void* b, void* d, const std::string& shape, const char* what,
+                  cudaStream_t stream);
 
   void* handle_ = nullptr;  ///< cublasLtHandle_t
   detail::DeviceBuffer workspace_;
