@@ -68,6 +68,11 @@ GemmDeviceLimits device_limits() {
   lim.num_sms = d.num_sms;
   lim.smem_bytes = static_cast<unsigned>(d.smem_optin);
   for (int c = 1; c <= 8; ++c) lim.cluster_slots[c] = d.max_clusters[c];
+  static const bool wide = [] {
+    const char* v = std::getenv("MOEKIT_WIDE_TILES");
+    return !(v && v[0] == '0');
+  }();
+  lim.wide_tiles = wide;
   return lim;
 }
 
@@ -187,7 +192,9 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   MOEKIT_REQUIRE(c.split_k == 1 || (std::strcmp(body, "fp8_gemm_dense") == 0 && family.promote_k == 128),
                  ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), ": split-K runs only the dense GEMM");
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
-  const unsigned a_box = family.a_box_rows ? static_cast<unsigned>(family.a_box_rows) : unsigned(c.block_m);
+  // 256-row tiles load A in two 128-row boxes, so a tile with one wave of valid rows loads one.
+  const unsigned a_box = family.a_box_rows ? static_cast<unsigned>(family.a_box_rows)
+                                           : unsigned(std::min(c.block_m, sm90::gemm_wave_rows(c.block_m)));
   const int64_t a_rows = op.a_rows ? op.a_rows : op.rows;
   const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.a, op.k, a_rows, op.lda, 128, a_box,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
@@ -279,6 +286,12 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   }
   check_cu(driver().launchKernelEx(&cfg, kernel.fn, args, nullptr), "cuLaunchKernelEx(fp8 gemm)");
   if (trace) print_gemm_trace(trace, cfg.gridDimX, body, c, stream);
+}
+
+GemmConfig config_from_env(const char* name, const GemmConfig& c) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return c;
+  return GemmConfig::parse(v);
 }
 
 unsigned tail_halves_setting() {

@@ -77,6 +77,12 @@ struct Fp8GemmOperands {
 void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
                      cudaStream_t stream, const Fp8GemmFamily& family = {});
 
+/// Tuning knob (not API): the environment variable `name` (MOEKIT_GROUPED_CONFIG,
+/// MOEKIT_MOE_GEMM1_CONFIG, MOEKIT_MOE_GEMM2_CONFIG) holds a GemmConfig string
+/// (m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>]) that replaces the heuristic's pick `c`.
+/// Shape checks are the launch's (a config that does not fit fails there with a CUDA error).
+GemmConfig config_from_env(const char* name, const GemmConfig& c);
+
 /// GemmParams::tail_halves for the dense and masked GEMMs: on unless MOEKIT_TAIL_HALVES=0 (a
 /// diagnostic switch for A/B runs, not API).
 unsigned tail_halves_setting();

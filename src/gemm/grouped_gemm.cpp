@@ -27,7 +27,8 @@ void validate_grouped(const char* fn, const GroupedGemmFp8Args& a, int64_t rows)
 
 // Grouped configurations never pair CTAs (a cluster's two tiles would need the same group).
 GemmConfig grouped_config(int64_t m_per_group, int64_t groups, int64_t n, int64_t k, int64_t max_tiles) {
-  GemmConfig c = select_gemm_config(m_per_group, n, k, device_limits(), groups);
+  GemmConfig c =
+      config_from_env("MOEKIT_GROUPED_CONFIG", select_gemm_config(m_per_group, n, k, device_limits(), groups));
   c.multicast = 1;
   c.num_sms = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(c.num_sms, max_tiles)));
   return c;
@@ -47,7 +48,7 @@ void launch_grouped(const char* body, const GroupedGemmFp8Args& a, int64_t rows,
   }
   p.group_offsets = offsets;
   p.group_counts = counts;
-  if (offsets == nullptr) p.tail_halves = tail_halves_setting();  // masked
+  p.tail_halves = tail_halves_setting();  // masked, and contiguous with 256-row tiles
   p.num_groups = static_cast<unsigned>(a.num_groups);
   p.group_max_m = static_cast<unsigned>(max_m);
   const Fp8GemmOperands op{a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd, rows, a.num_groups * a.n, a.n, a.k};

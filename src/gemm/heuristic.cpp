@@ -49,7 +49,9 @@ int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim) {
 }
 
 std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim) {
-  if (!sm90::gemm_block_m_supported(c.block_m)) return concat("block_m=", c.block_m, " is not 64 or 128");
+  if (!sm90::gemm_block_m_supported(c.block_m)) return concat("block_m=", c.block_m, " is not 64, 128 or 256");
+  if (c.block_m == 256 && (c.block_n > 128 || c.multicast != 1 || c.split_k != 1))
+    return concat("block_m=256 needs block_n <= 128, multicast=1 and split_k=1");
   if (!sm90::gemm_block_n_supported(c.block_n))
     return concat("block_n=", c.block_n, " is not a multiple of 8 in [16,128] or one of 144, 160, 192");
   if (c.stages < 2) return concat("stages=", c.stages, " < 2");
@@ -69,23 +71,29 @@ std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim
 }
 
 GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups,
-                              bool allow_split_k) {
+                              bool allow_split_k, bool allow_wide) {
   GemmConfig best;
   double best_time = 1e30;
   m = std::max<int64_t>(m, 1);
   groups = std::max<int64_t>(groups, 1);
   const double unique_bytes = double(groups) * double(m * k + n * k + 2 * m * n);
   const int64_t num_kb = ceil_div(std::max<int64_t>(k, 1), int64_t(kQuantBlock));
-  for (int bm : {64, 128}) {
+  for (int bm : {64, 128, 256}) {
     if (bm == 128 && m <= 64) continue;  // half the tile would be padding
+    // 256-row tiles only as 256 x 128 and for groups of >= 1024 rows, where they were measured
+    // (H100, perf-notes v21): faster at 1024...32768 rows per group; 2 x 512 and 4 x 256 masked
+    // (7168, 2048) 4% / 3% slower than 128-row tiles with tail halves; 4096x2112x7168 m256n64
+    // 129.1 us against m128n192 121.0.
+    if (bm == 256 && (!allow_wide || !lim.wide_tiles || m < 1024)) continue;
     const int64_t m_blocks = ceil_div(m, bm);
     // Multicast (mc = 2) is supported but not chosen: measured on the H100 it was 4-10% slower
     // than mc = 1 with pipelined tiles (docs/perf-notes.md v3); it stays reachable by forcing it.
     for (int mc : {1}) {
-      for (int split = 1; split <= (allow_split_k ? kMaxModelSplit : 1); ++split) {
+      for (int split = 1; split <= (allow_split_k && bm < 256 ? kMaxModelSplit : 1); ++split) {
         if (split > num_kb) break;
         const int64_t max_ctas = lim.max_cluster_ctas(mc * split);
         for (int bn : kBlockNs) {
+          if (bm == 256 && bn != 128) continue;
           const int stages = stages_that_fit(~0u, bm, bn, split, lim);
           if (stages < 2) continue;
           const int64_t tiles = groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
@@ -102,14 +110,19 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           // single warpgroup (block_m 64) cannot hide it at all.
           // Calibrated on the H100 (perf-notes v3): m128n128 pipelined 1237 TFLOPS, m128n160 serial
           // ~1070, m64n128 ~900.
+          // 256-row tiles (two 128-row waves, serial per wave) measured 9% more MMA work per second
+          // than pipelined 128-row tiles (H100, perf-notes v21: 4096x7168x16384 m256n128 741 us in 7
+          // waves vs m128n128 816 us in 14; a stage feeds twice the MMAs for 1.5x the bytes).
           const bool pipelined = bn <= 128;
-          const double mma_eff = bm == 128 ? (pipelined ? 1.0 : 0.86) : (pipelined ? 0.75 : 0.6);
+          const double mma_eff = bm == 256 ? 1.09
+                                 : bm == 128 ? (pipelined ? 1.0 : 0.86)
+                                             : (pipelined ? 0.75 : 0.6);
           // Pipelined 128-row tiles whose columns straddle 128-row B-scale blocks measured slower per K
           // block than their width predicts, on the H100 at M = 4096, K = 7168 (perf-notes v15): n96
           // 448 ns, n112 500, n120 514 against n128 464 and n64 320 — about 24 more columns' worth
           // (e.g. 4096x2112x7168 n112 140 us vs n128 128, 4096x2880x7168 n120 173 vs 155). Likely cause,
           // not established: their promotion selects each 8-column chunk's B scale at run time.
-          const bool straddles = bm == 128 && pipelined && 128 % bn != 0;
+          const bool straddles = bm >= 128 && pipelined && 128 % bn != 0;
           const int bn_mma = straddles ? bn + 24 : bn;
           const double t_mma = 2.0 * bm * bn_mma * k_cta / (kPeakFp8PerSm * mma_eff);
           // Each CTA pulls its A tile and its 1/mc share of the B tile through L2.
@@ -155,13 +168,15 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
 std::vector<GemmConfig> gemm_sweep_candidates(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim) {
   std::vector<GemmConfig> out;
   const int64_t num_kb = ceil_div(std::max<int64_t>(k, 1), int64_t(kQuantBlock));
-  for (int bm : {64, 128}) {
+  for (int bm : {64, 128, 256}) {
     if (bm == 128 && m <= 64) continue;
+    if (bm == 256 && m <= 128) continue;
     const int64_t m_blocks = ceil_div(std::max<int64_t>(m, 1), int64_t(bm));
     for (int bn : {32, 64, 96, 128, 160, 192}) {
+      if (bm == 256 && bn > 128) continue;
       const int64_t tiles = m_blocks * ceil_div(n, int64_t(bn));
       for (int split : {1, 2, 3, 4, 6, 8}) {
-        if (split > num_kb || (split > 1 && tiles >= 2 * lim.num_sms)) continue;
+        if (split > num_kb || (split > 1 && (tiles >= 2 * lim.num_sms || bm == 256))) continue;
         GemmConfig c;
         c.block_m = bm;
         c.block_n = bn;
@@ -200,7 +215,9 @@ GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_p
 
 GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64_t rows_bound, int64_t n, int64_t k,
                                    const GemmDeviceLimits& lim) {
-  GemmConfig c = select_gemm_config(rows_per_group, n, k, lim, groups);
+  // No 256-row tiles: with its scatter-add epilogue and K = I, they measured no faster at prefill
+  // (deepseek-v3 T = 16384: GEMM2 4389 / 4442 us forced m256n128s4 vs 4309 / 4390, perf-notes v21).
+  GemmConfig c = select_gemm_config(rows_per_group, n, k, lim, groups, false, false);
   c.multicast = 1;
   c.stages = stages_that_fit(0, c.block_m, c.block_n, 1, lim);
   const int64_t tiles = std::max<int64_t>(1, rows_bound / c.block_m * ceil_div(n, c.block_n));

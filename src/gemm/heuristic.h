@@ -16,6 +16,8 @@ struct GemmDeviceLimits {
   /// cluster_slots[s]: clusters of s CTAs (one per SM) that run at once; 0 = unknown (taken as
   /// num_sms / s).
   int cluster_slots[9] = {};
+  /// 256-row tiles may be chosen (false: MOEKIT_WIDE_TILES=0, a diagnostic switch for A/B runs).
+  bool wide_tiles = true;
   /// CTAs a grid of clusters of `size` may have in one wave.
   int max_cluster_ctas(int size) const {
     if (size <= 1) return num_sms;
@@ -32,11 +34,12 @@ int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim);
 /// `groups` independent problems of m x n x k each (1 for the dense GEMM; grouped GEMMs pass the
 /// expected rows per group). `allow_split_k` (the dense GEMM): split-K candidates, and the model's
 /// term for one or two M blocks whose A every CTA reads at once (calibrated on the dense GEMM only).
+/// `allow_wide`: 256-row tiles (two 128-row waves per tile) are candidates.
 GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups = 1,
-                              bool allow_split_k = false);
+                              bool allow_split_k = false, bool allow_wide = true);
 
 /// Candidate dense configurations for a tuning sweep (`moekit bench gemm --sweep`): tiles of
-/// 64/128 rows x 32...192 columns, split-K over 1...8 CTAs where the tiles alone fill less than
+/// 64/128 rows x 32...192 columns and 256 rows x 32...128 columns, split-K over 1...8 CTAs where the tiles alone fill less than
 /// two waves, each with the most stages that fit and a grid of whole clusters.
 std::vector<GemmConfig> gemm_sweep_candidates(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim);
 

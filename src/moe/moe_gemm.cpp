@@ -14,16 +14,6 @@ namespace moekit::detail {
 
 namespace {
 
-// Tuning knob (not API): MOEKIT_MOE_GEMM1_CONFIG / MOEKIT_MOE_GEMM2_CONFIG = a GemmConfig string
-// (m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>]) replaces the heuristic's pick. GEMM1 keeps
-// its 64 x 256 tile; only stages, raster group, CTAs and multicast are taken from it.
-// Shape checks are the launch's (a config that does not fit fails there with a CUDA error).
-GemmConfig env_override(const char* name, GemmConfig c) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return c;
-  return GemmConfig::parse(v);
-}
-
 // Decode-sized groups (well under a 64-row tile): load A in 8-row boxes, only the valid rows —
 // a 64-row box reads up to 63 padding rows per tile (measured at T = 64: GEMM1 read 7.15 GB from
 // DRAM for 6.4 GB of W1).
@@ -114,7 +104,7 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   const int64_t n = moe_prepared_w1_rows(a.inter);
   GemmConfig c = select_moe_gemm1_config(a.rows, n, a.expected.rows_per_active, sm90::kSwigluEpilogueSmem,
                                          device_limits());
-  c = env_override("MOEKIT_MOE_GEMM1_CONFIG", c);
+  c = config_from_env("MOEKIT_MOE_GEMM1_CONFIG", c);  // GEMM1 keeps its 64 x 256 tile
   c.block_m = 64;
   c.block_n = 256;
   const CUtensorMap tma_h = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
@@ -176,7 +166,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   GemmConfig c = select_moe_gemm2_config(a.expected.rows_per_active, a.expected.active, a.rows, a.hidden, a.inter,
                                          device_limits());
-  c = env_override("MOEKIT_MOE_GEMM2_CONFIG", c);
+  c = config_from_env("MOEKIT_MOE_GEMM2_CONFIG", c);
   Fp8GemmFamily family;
   family.header = "kernels/sm90/moe_gemm.cuh";
   family.epilogue_smem = 0;

@@ -161,9 +161,10 @@ TEST(GemmFp8, RandomShapes) {
 TEST(GemmFp8, EveryTileShape) {
   int seed = 5000;
   for (int mc : {1, 2})
-    for (int bm : {64, 128})
+    for (int bm : {64, 128, 256})
       for (int bn : {16, 24, 32, 48, 56, 64, 80, 96, 112, 120, 128, 144, 160, 192}) {
         if ((bn / mc) % 8 != 0) continue;  // a multicast slice of B must be whole 8-row groups
+        if (bm == 256 && (mc != 1 || bn > 128)) continue;  // 256-row tiles: n <= 128, no multicast
         // 40 CTAs: several tiles each, so stage/phase bookkeeping crosses tiles. With clusters,
         // odd M-block counts (330 rows at block_m 128, 77 rows at 128) leave a ghost tile.
         const moekit::GemmConfig c{bm, bn, 3, 2, 40, mc};
@@ -187,7 +188,11 @@ TEST(GemmFp8, TailHalves) {
   } cases[] = {{{128, 128, 4, 2, 10, 1}, {300, 1024, 640}},
                {{128, 160, 3, 2, 8, 1}, {200, 800, 512}},
                {{128, 128, 4, 2, 16, 1}, {300, 1024, 640}},
-               {{128, 64, 4, 1, 6, 1}, {256, 640, 2880}}};
+               {{128, 64, 4, 1, 6, 1}, {256, 640, 2880}},
+               // 256-row tiles: halves of 128 rows (one wave each); 24 tiles on 10 CTAs, the last
+               // M block 88 rows (no second half), and 15 tiles on 6 CTAs with a 200-row M tail.
+               {{256, 128, 3, 2, 10, 1}, {600, 1024, 640}},
+               {{256, 96, 3, 1, 6, 1}, {712, 400, 1024}}};
   for (const auto& x : cases) expect_good(run_and_check(x.p, &x.c, ++seed, 400), describe(x.p, &x.c));
 }
 

@@ -442,6 +442,34 @@ TEST(GroupedGemmContiguous, LayoutsAndShapes) {
   EXPECT_GE(runs, 30);
 }
 
+// 256-row tiles (two waves of 128 rows), forced through MOEKIT_GROUPED_CONFIG with 20 CTAs: units
+// that meet two groups (128-row segments, segments ending at an odd 128-row block) become two
+// one-wave tiles; tail halves; skewed, empty, single-row, all-to-one and random layouts; masked groups with
+// counts around 128 and 256 (and tail halves of 128 rows).
+TEST(GroupedGemmWideTiles, ContiguousAndMasked) {
+  struct EnvConfig {
+    EnvConfig() { setenv("MOEKIT_GROUPED_CONFIG", "m256n128s3g4x20c1", 1); }
+    ~EnvConfig() { unsetenv("MOEKIT_GROUPED_CONFIG"); }
+  } env;
+  uint64_t seed = 9100;
+  int runs = 0;
+  for (const Layout& l : contiguous_layouts())
+    for (const Shape& s : {Shape{256, 512, false}, Shape{200, 384, true}, Shape{2880, 2880, false}}) {
+      if (!shape_fits(s, l.counts) || (s.n == 2880 && total_of(l.counts) > 3000)) continue;
+      run_problem(make_problem(l.name, false, l.counts, s), ++seed);
+      ++runs;
+      if (HasFatalFailure()) return;
+    }
+  EXPECT_GE(runs, 25);
+  run_problem(make_problem("straddles", false, {128, 300, 129, 0, 128, 1, 700, 256, 255}, {256, 512, false}), ++seed);
+  // 13 units x 2 N blocks on 20 CTAs: the last 6 units go out as 12 halves.
+  run_problem(make_problem("halves", false, {3000, 0, 17}, {256, 512, false}), ++seed);
+  for (int64_t max_m : {100, 256, 300})
+    run_problem(make_problem("masked", true, uniform_counts(6, 0, int32_t(max_m), seed), {256, 512, false}, max_m),
+                ++seed);
+  run_problem(make_problem("masked_full", true, Counts(3, 256), {200, 384, true}, 256), ++seed);
+}
+
 // The allocation may be larger than the upper bound: rows past offsets[E] are ignored.
 TEST(GroupedGemmContiguous, ExtraAllocatedRowsAreIgnored) {
   Problem p = make_problem("extra_rows", false, {5, 0, 300}, {256, 512, false});

@@ -34,11 +34,13 @@ struct Bf16TmaEpilogue {
     return atom * kAtomBytes + line * 128 + unit * 16;
   }
 
-  /// Stores the tile's accumulators `acc` (wgmma layout, kBlockN/2 per thread) at (t.m0, t.n0).
+  /// Stores the tile's accumulators `acc` (wgmma layout, kBlockN/2 per thread and wave, wave w's
+  /// rows 128 w further down) at (t.m0, t.n0).
   /// `smem_d` is the 1024-byte aligned staging buffer. Called by all math threads. Whole tiles go
   /// out through the TMA store; a tile with fewer valid rows (grouped GEMMs: the rest belong to
   /// padding or another group) is copied row by row so nothing past its valid rows is written.
-  __device__ __forceinline__ static void store(const float (&acc)[kBlockN / 2], const Tile& t, const GemmParams& p,
+  __device__ __forceinline__ static void store(const float (&acc)[kBlockN / 2 * T::kWaves], const Tile& t,
+                                               const GemmParams& p,
                                                u32 smem_d, const ptx::TmaDescriptor& tma_d,
                                                const MathThread& th) {
     const u32 n = p.n;
@@ -46,11 +48,15 @@ struct Bf16TmaEpilogue {
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait_read<0>();
     ptx::named_barrier_sync(1, kMathThreads);
 
-    const u32 row = th.warpgroup * 64 + th.warp * 16 + (th.lane % 16);
 #pragma unroll
-    for (u32 i = 0; i < kBlockN / 8; ++i) {
-      ptx::stmatrix_x2(smem_d + staging_offset(row, i), ptx::pack_bf16x2(acc[4 * i + 0], acc[4 * i + 1]),
-                       ptx::pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]));
+    for (u32 w = 0; w < u32(T::kWaves); ++w) {
+      const u32 row = w * 128 + th.warpgroup * 64 + th.warp * 16 + (th.lane % 16);
+      const float* a = acc + w * (kBlockN / 2);
+#pragma unroll
+      for (u32 i = 0; i < kBlockN / 8; ++i) {
+        ptx::stmatrix_x2(smem_d + staging_offset(row, i), ptx::pack_bf16x2(a[4 * i + 0], a[4 * i + 1]),
+                         ptx::pack_bf16x2(a[4 * i + 2], a[4 * i + 3]));
+      }
     }
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(1, kMathThreads);

@@ -163,28 +163,35 @@ struct ScatterAddEpilogue {
   static constexpr u32 kSmemBytes = 0;
   static constexpr int kAcc = T::kBlockN / 2;
 
-  __device__ __forceinline__ static void store(const float (&acc)[kAcc], const Tile& t, const GemmParams& p, u32,
-                                               const ptx::TmaDescriptor&, const MathThread& th) {
+  /// Adds the tile's rows (kAcc per thread and wave; wave w's rows 128 w further down), each times
+  /// its router weight, into out_acc at its token's row.
+  __device__ __forceinline__ static void store(const float (&acc_all)[kAcc * T::kWaves], const Tile& t,
+                                               const GemmParams& p, u32, const ptx::TmaDescriptor&,
+                                               const MathThread& th) {
     const bool odd = (th.lane & 1u) != 0;
-    const u32 row = th.wm * 64 + th.warp * 16 + th.lane / 4 + (odd ? 8u : 0u);
-    int e = -1;
-    if (row < t.valid_rows) e = ptx::ld_chain(p.row_map + t.m0 + row);
-    const float w = e >= 0 ? ptx::ld_chain(p.row_weight + e) : 0.0f;
-    float* dst = p.out_acc + (e >= 0 ? static_cast<unsigned long long>(u32(e) / p.top_k) * p.n : 0ull) + t.n0 +
-                 4 * ((th.lane % 4) / 2);
 #pragma unroll
-    for (u32 i = 0; i < u32(kAcc) / 4; ++i) {
-      // Even lanes send their row-r0+8 pair and keep row r0; odd lanes the reverse.
-      const float x = odd ? acc[4 * i + 0] : acc[4 * i + 2];
-      const float y = odd ? acc[4 * i + 1] : acc[4 * i + 3];
-      const float rx = __shfl_xor_sync(0xffffffffu, x, 1);
-      const float ry = __shfl_xor_sync(0xffffffffu, y, 1);
-      const float v0 = odd ? rx : acc[4 * i + 0];
-      const float v1 = odd ? ry : acc[4 * i + 1];
-      const float v2 = odd ? acc[4 * i + 2] : rx;
-      const float v3 = odd ? acc[4 * i + 3] : ry;
-      if (e >= 0 && t.n0 + 8 * i + 4 * ((th.lane % 4) / 2) < p.n)
-        ptx::red_add_v4_f32(dst + 8 * i, w * v0, w * v1, w * v2, w * v3);
+    for (u32 wave = 0; wave < u32(T::kWaves); ++wave) {
+      const float* acc = acc_all + wave * kAcc;
+      const u32 row = wave * 128 + th.wm * 64 + th.warp * 16 + th.lane / 4 + (odd ? 8u : 0u);
+      int e = -1;
+      if (row < t.valid_rows) e = ptx::ld_chain(p.row_map + t.m0 + row);
+      const float w = e >= 0 ? ptx::ld_chain(p.row_weight + e) : 0.0f;
+      float* dst = p.out_acc + (e >= 0 ? static_cast<unsigned long long>(u32(e) / p.top_k) * p.n : 0ull) + t.n0 +
+                   4 * ((th.lane % 4) / 2);
+#pragma unroll
+      for (u32 i = 0; i < u32(kAcc) / 4; ++i) {
+        // Even lanes send their row-r0+8 pair and keep row r0; odd lanes the reverse.
+        const float x = odd ? acc[4 * i + 0] : acc[4 * i + 2];
+        const float y = odd ? acc[4 * i + 1] : acc[4 * i + 3];
+        const float rx = __shfl_xor_sync(0xffffffffu, x, 1);
+        const float ry = __shfl_xor_sync(0xffffffffu, y, 1);
+        const float v0 = odd ? rx : acc[4 * i + 0];
+        const float v1 = odd ? ry : acc[4 * i + 1];
+        const float v2 = odd ? acc[4 * i + 2] : rx;
+        const float v3 = odd ? acc[4 * i + 3] : ry;
+        if (e >= 0 && t.n0 + 8 * i + 4 * ((th.lane % 4) / 2) < p.n)
+          ptx::red_add_v4_f32(dst + 8 * i, w * v0, w * v1, w * v2, w * v3);
+      }
     }
     __syncwarp();  // the next tile's wgmma needs a converged warp
   }

@@ -6,7 +6,8 @@
 //     (TilePipe); one thread of another warp takes them and, for every K block, waits for a free stage, then issues TMA loads
 //     of the A tile, the B tile and the A scales onto that stage's `full` mbarrier. The warpgroup
 //     gives most of its registers to the math warpgroups (setmaxnreg).
-//   * math warpgroups — one per 64 rows of BLOCK_M. Per K block: wait `full`, run 4 FP8 wgmma
+//   * math warpgroups — one per 64 rows of BLOCK_M (of each 128-row wave of a 256-row tile). Per K
+//     block: wait `full`, run 4 FP8 wgmma
 //     (k = 32 each) into a temporary accumulator, wait for them, release the stage (`empty`), then
 //     promote: out += (sa_row · sb) · acc in FP32 registers. The FP8 tensor-core accumulator keeps
 //     too few bits for long K, so this two-level accumulation is required for accuracy.
@@ -34,7 +35,10 @@ struct Fp8GemmTraits {
   /// Math warpgroups along N: 1 (each owns 64 rows x BLOCK_N) or 2 (each owns 64 rows x BLOCK_N/2,
   /// sharing the A tile: the MoE GEMM1 tile whose gate and up halves must meet in one CTA).
   static constexpr int kWgN = kWgN_;
-  static constexpr int kWgM = kBlockM / 64;
+  /// Row waves per tile (gemm_waves): a 256-row tile runs as two 128-row waves.
+  static constexpr int kWaves = gemm_waves(kBlockM);
+  /// Math warpgroups along M: one per 64 rows of a wave.
+  static constexpr int kWgM = gemm_wave_rows(kBlockM) / 64;
   /// Rows of B per B-scale block along N: 128 (SPEC weights) or 64 (prepared, interleaved W1).
   static constexpr int kSbRows = kSbRows_;
   static constexpr int kWgCols = kBlockN / kWgN;  ///< accumulator columns per math warpgroup
@@ -67,7 +71,9 @@ struct Fp8GemmTraits {
   static constexpr u32 kProducerRegs = 40;
   static constexpr u32 kMathRegs = 232;
 
-  static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64 or 128");
+  static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64, 128 or 256");
+  static_assert(kWaves == 1 || (kWgN == 1 && kBlockN <= 128 && kPromoteK_ == 128 && kSplitK_ == 1 && kCluster_ == 1),
+                "256-row tiles: one warpgroup column, BLOCK_N <= 128, chains of 128, no split-K or multicast");
   static_assert(kWgN == 1 ? gemm_block_n_supported(kBlockN) : (kWgN == 2 && kWgCols % 8 == 0 && kWgCols <= 128),
                 "unsupported BLOCK_N");
   static_assert(kSbRows == 128 || kSbRows == 64, "B-scale blocks of 128 or 64 rows");
@@ -86,6 +92,12 @@ struct Fp8GemmTraits {
 #ifndef MOEKIT_WG_ORDER
 #define MOEKIT_WG_ORDER 1
 #endif
+/// Compile-time switch for A/B runs: 256-row tiles take issue turns per wave (1) or not (0, the
+/// default: turns measured 2.5% slower on the contiguous 4 x 8192 (4096, 7168) case and 2% on
+/// dense 4096x7168x16384, perf-notes v21).
+#ifndef MOEKIT_WAVE_ORDER
+#define MOEKIT_WAVE_ORDER 0
+#endif
 /// Diagnostic switches for A/B runs only — the results are wrong (perf-notes v18):
 /// MOEKIT_DIAG_NO_LOADS=1: the load thread fills each stage once, then only arrives on it (no TMA
 /// traffic after the first kStages K blocks); MOEKIT_DIAG_NO_PROMOTE=1: the chained schedule
@@ -97,10 +109,11 @@ struct Fp8GemmTraits {
 #define MOEKIT_DIAG_NO_PROMOTE 0
 #endif
 
-/// Scales of one K block for this thread's two rows.
+/// Scales of one K block for this thread's two rows (per wave).
 struct KBlockScales {
   float sa0, sa1;  ///< A scales of rows r0 and r0 + 8
   float sb0, sb1;  ///< B scales of the tile's first and (if straddling) second 128-row block
+  float sa2 = 0.0f, sa3 = 0.0f;  ///< 256-row tiles: A scales of the same rows in wave 1 (+128)
 };
 
 /// The math warpgroups' side of the mainloop: consume stages, MMA, promote, run the epilogue.
@@ -113,6 +126,11 @@ struct KBlockScales {
 ///    warpgroup.
 ///  * chained (kPromoteK < 128): the K block's parts each start a fresh tensor-core chain, their
 ///    FP32 sums are added and promoted once; serial like the above.
+///  * waves (256-row tiles, T::kWaves = 2): per K block each warpgroup issues its 64 rows of wave
+///    0 into the one accumulator set, waits, promotes into wave 0's sums, then the same for wave
+///    1 (rows + 128); the sums of both waves (2 x BLOCK_N/2 registers) stay live. A stage serves
+///    twice the MMAs of a 128-row tile for 1.5x its bytes (A 32 KB + B 16 KB for 256 x 128), so
+///    shared-memory fill traffic from L2 per MMA drops by a quarter (DeepGEMM's BLOCK_M = 256).
 /// kGatherA: A arrives by cp.async (GatherALoader), written by the generic proxy, so each stage
 /// is fenced towards the async proxy (wgmma) after its wait (the full fence.proxy.async: the
 /// acquire-only form compiles to no instruction but measured 2.5% slower at T = 1024, perf-notes
@@ -123,6 +141,10 @@ template <class T, bool kGatherA = false>
 struct Fp8GemmMath {
   using Mma = ptx::WgmmaE4M3<T::kWgCols>;
   static constexpr int kAcc = T::kWgCols / 2;
+  /// The FP32 sums a thread keeps: kAcc per wave.
+  static constexpr int kOut = kAcc * T::kWaves;
+  /// Floats between the A-scale boxes of the waves in a stage.
+  static constexpr u32 kSfaWave = gemm_sfa_wave_floats(T::kBlockM);
   static constexpr bool kPipelined = 3 * kAcc <= 192;
   /// Two math warpgroups stacked along M take turns issuing their K blocks' wgmmas (named barriers
   /// kOrderBar and kOrderBar + 1), so the tensor cores run one warpgroup's K block, then the
@@ -131,7 +153,8 @@ struct Fp8GemmMath {
   /// −1.6…−4%; the MoE GEMM1's side-by-side warpgroups (kWgN = 2, chained serial schedule, B
   /// multicast pairs) +4% at T = 4096, so they keep no order, and neither does the chained schedule
   /// (measured only there).
-  static constexpr bool kOrdered = T::kWgM == 2 && T::kWgN == 1 && T::kSplit == 1 && MOEKIT_WG_ORDER;
+  static constexpr bool kOrdered =
+      T::kWgM == 2 && T::kWgN == 1 && T::kSplit == 1 && MOEKIT_WG_ORDER && (T::kWaves == 1 || MOEKIT_WAVE_ORDER);
   static constexpr u32 kOrderBar = 2;  // 1 is the epilogues'
 
   const GemmParams& p;
@@ -154,6 +177,7 @@ struct Fp8GemmMath {
   // idle warpgroup (waiting and releasing each stage) measured 4-9% slower on the dense M = 4096
   // shapes: ptxas then kept the stage addresses out of the uniform registers (perf-notes v20).
   u32 active = 1, order_on = 1, arrivals = 1;
+  u32 waves = 1;  // 256-row tiles: waves with valid rows (1 or 2; warp-uniform)
 
   /// kGatherA: requests the A scales of K block kb (used by the next wait_stage).
   __device__ __forceinline__ void prefetch_sa(u32 kb) {
@@ -181,6 +205,7 @@ struct Fp8GemmMath {
     const u32 left = u32(T::kSbRows) - n_wg % u32(T::kSbRows);
     num_former = T::kUniformSfb ? u32(T::kWgCols) / 8 : (left < u32(T::kWgCols) ? left : u32(T::kWgCols)) / 8;
     sfa_row = th.wm * 64 + r0 + (t.m0 & 3u);
+    if constexpr (T::kWaves > 1) waves = ptx::warp_uniform(t.valid_rows > 128u ? 2u : 1u);
     if constexpr (T::kWgM == 2 && T::kCluster == 1) {  // (releases into a cluster arrive once per warp)
       const u32 rows = ptx::warp_uniform(t.valid_rows);
       order_on = rows > 64u ? 1u : 0u;
@@ -210,6 +235,10 @@ struct Fp8GemmMath {
       const float* sfa = sfa_smem + stage * (T::kSmemSfa / 4);  // stages are padded past the box
       s.sa0 = sfa[sfa_row];
       s.sa1 = sfa[sfa_row + 8];
+      if constexpr (T::kWaves > 1) {  // (stale in a tile without wave 1, and then unused)
+        s.sa2 = sfa[kSfaWave + sfa_row];
+        s.sa3 = sfa[kSfaWave + sfa_row + 8];
+      }
     }
     s.sb0 = __ldg(sb_row0 + kb);
     s.sb1 = T::kUniformSfb ? s.sb0 : __ldg(sb_row1 + kb);
@@ -217,10 +246,12 @@ struct Fp8GemmMath {
   }
 
   /// Issues part `part` of the current stage's four k=32 wgmmas (all four with one promotion per
-  /// K block, else 4 / kSplit of them) into `acc`, overwriting it, and commits.
-  __device__ __forceinline__ void issue(float (&acc)[kAcc], u32 part = 0) {
+  /// K block, else 4 / kSplit of them) into `acc`, overwriting it, and commits; `wave`: the rows
+  /// of that wave (+128 each).
+  __device__ __forceinline__ void issue(float (&acc)[kAcc], u32 part = 0, u32 wave = 0) {
     constexpr u32 kPerPart = kGemmBlockK / 32 / u32(T::kSplit);
-    const ptx::u64 desc_a = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + th.wm * 64 * kGemmBlockK);
+    const ptx::u64 desc_a =
+        ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + (wave * 128 + th.wm * 64) * kGemmBlockK);
     const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB + th.wn * T::kWgCols * kGemmBlockK);
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[i]);
@@ -276,12 +307,16 @@ struct Fp8GemmMath {
     stage = s % u32(T::kStages);
   }
 
-  /// out += (sa · sb) · acc, with the second B scale for chunks past the scale-block boundary.
-  __device__ __forceinline__ void promote(float (&out)[kAcc], float (&acc)[kAcc], const KBlockScales& s) {
+  /// out += (sa · sb) · acc, with the second B scale for chunks past the scale-block boundary;
+  /// kWave: the wave whose sums (out[kWave * kAcc, +kAcc)) and A scales apply.
+  template <int kWave = 0>
+  __device__ __forceinline__ void promote(float (&out_all)[kOut], float (&acc)[kAcc], const KBlockScales& s) {
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[i]);
-    const float s00 = s.sa0 * s.sb0, s10 = s.sa1 * s.sb0;
-    const float s01 = s.sa0 * s.sb1, s11 = s.sa1 * s.sb1;
+    float* out = out_all + kWave * kAcc;
+    const float sa0 = kWave == 0 ? s.sa0 : s.sa2, sa1 = kWave == 0 ? s.sa1 : s.sa3;
+    const float s00 = sa0 * s.sb0, s10 = sa1 * s.sb0;
+    const float s01 = sa0 * s.sb1, s11 = sa1 * s.sb1;
 #pragma unroll
     for (u32 i = 0; i < u32(T::kWgCols) / 8; ++i) {
       const bool first = T::kUniformSfb || (T::kAlignedSfb ? i < u32(T::kSbRows) / 8 : i < num_former);
@@ -296,7 +331,7 @@ struct Fp8GemmMath {
 
   /// Pipelined step: K block kb is in flight in `cur` (scales `sc`); the next stage is waited for
   /// and issued into `nxt` before `cur` is retired (wait_group 1), released and promoted.
-  __device__ __forceinline__ void step(float (&out)[kAcc], float (&cur)[kAcc], float (&nxt)[kAcc], u32 kb,
+  __device__ __forceinline__ void step(float (&out)[kOut], float (&cur)[kAcc], float (&nxt)[kAcc], u32 kb,
                                        KBlockScales& sc) {
     const u32 cur_stage = stage;
     advance();
@@ -311,7 +346,7 @@ struct Fp8GemmMath {
   }
 
   /// Retires the last K block (in `cur`).
-  __device__ __forceinline__ void finish(float (&out)[kAcc], float (&cur)[kAcc], const KBlockScales& sc) {
+  __device__ __forceinline__ void finish(float (&out)[kOut], float (&cur)[kAcc], const KBlockScales& sc) {
     ptx::wgmma_wait<0>();
     release(stage);
     advance();
@@ -321,13 +356,37 @@ struct Fp8GemmMath {
   /// Accumulates K blocks [kb_begin, kb_end) of the current tile into `out` (zeroed first). A
   /// split-K share is never empty through the API (split_k <= num_kb is required); an empty one
   /// would contribute zeros.
-  __device__ __forceinline__ void k_loop(float (&out)[kAcc], u32 kb_begin, u32 kb_end) {
+  /// The waves schedule over K blocks [kb_begin, kb_end) with kLive waves holding valid rows.
+  template <int kLive>
+  __device__ __forceinline__ void k_loop_waves(float (&out)[kOut], u32 kb_begin, u32 kb_end) {
+    float acc[kAcc];
+    for (u32 kb = kb_begin; kb < kb_end; ++kb) {
+      const KBlockScales sc = wait_stage(kb);
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
+      for (int w = 0; w < kLive; ++w) {
+        take_turn();
+        issue(acc, 0, u32(w));
+        pass_turn();
+        ptx::wgmma_wait<0>();
+        if (w == kLive - 1) release(stage);
+        if (w == 0) promote<0>(out, acc, sc);
+        else promote<kLive - 1>(out, acc, sc);
+      }
+      advance();
+    }
+  }
+
+  __device__ __forceinline__ void k_loop(float (&out)[kOut], u32 kb_begin, u32 kb_end) {
+#pragma unroll
+    for (int i = 0; i < kOut; ++i) out[i] = 0.0f;
     if constexpr (T::kSplitK > 1) {
       if (kb_begin == kb_end) return;
     }
-    if constexpr (kPipelined && T::kSplit > 1) {
+    if constexpr (T::kWaves > 1) {
+      static_assert(T::kWaves == 2, "two waves at most");
+      if (waves == 2) k_loop_waves<2>(out, kb_begin, kb_end);
+      else k_loop_waves<1>(out, kb_begin, kb_end);
+    } else if constexpr (kPipelined && T::kSplit > 1) {
       // Finer promotion. Each part of a K block (kPromoteK of K) starts its own tensor-core chain;
       // the parts' FP32 sums are added (exact to FP32 rounding) and promoted once per K block. Two
       // accumulator sets: parts 0 and 1 in flight together, then each further part into acc1 while
@@ -509,7 +568,7 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   m.th.lane = ptx::lane_id();
   m.r0 = m.th.warp * 16 + m.th.lane / 4;
 
-  float out[Fp8GemmMath<T, kGatherA>::kAcc];
+  float out[Fp8GemmMath<T, kGatherA>::kOut];
   m.order_begin();
   // Diagnostics (GemmParams::trace): timestamps go straight to global memory, so nothing extra
   // stays live in registers across the K loop.
@@ -534,7 +593,7 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
         m.k_loop(out, kb0, kb1);
       } else {
 #pragma unroll
-        for (int i = 0; i < Fp8GemmMath<T, kGatherA>::kAcc; ++i) out[i] = 0.0f;  // never stored
+        for (int i = 0; i < Fp8GemmMath<T, kGatherA>::kOut; ++i) out[i] = 0.0f;  // never stored
       }
       m.skip_stages(stage0, phase0, kb1 - kb0);
       if constexpr (T::kWgM == 2 && T::kCluster == 1) {
@@ -734,7 +793,11 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         // A rows to load: the valid rows rounded up to whole boxes (a ghost tile loads none).
         const u32 a_need = (t.valid_rows + a_box - 1) / a_box * a_box;
         const u32 a_rows = a_need < u32(T::kBlockM) ? a_need : u32(T::kBlockM);
-        const u32 tx = kGatherA ? T::kSmemB : T::kStageTxBytes - (u32(T::kBlockM) - a_rows) * kGemmBlockK;
+        // A-scale boxes: one per wave with valid rows (at least one, as a ghost tile's barrier
+        // still expects bytes).
+        const u32 sfa_boxes = T::kWaves > 1 && a_rows > 128u ? u32(T::kWaves) : 1u;
+        const u32 tx = kGatherA ? T::kSmemB
+                                : a_rows * kGemmBlockK + T::kSmemB + sfa_boxes * gemm_sfa_box(T::kBlockM) * 4u;
         const BTileWalk bw(p, t);
         auto load_b = [&](u32 st, u32 kb) {
           const u32 full = s_full + 8 * st;
@@ -755,7 +818,9 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           for (u32 r = 0; r < a_rows; r += a_box)
             ptx::tma_load_2d(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
                              int(t.m0 + r));
-          ptx::tma_load_2d(s_sfa + st * T::kSmemSfa, &tma_sfa, full, int(t.m0 & ~3u), int(kb));
+          for (u32 w = 0; w < sfa_boxes; ++w)
+            ptx::tma_load_2d(s_sfa + st * T::kSmemSfa + w * gemm_sfa_wave_floats(T::kBlockM) * 4u, &tma_sfa, full,
+                             int((t.m0 + w * 128u) & ~3u), int(kb));
         };
         u32 kb = T::kSplitK > 1 ? t.kb_begin : 0u;
         const u32 kb_end = T::kSplitK > 1 ? t.kb_end : p.num_kb;

@@ -28,7 +28,14 @@ constexpr bool gemm_block_n_supported(int bn) {
   return bn <= 128 || bn == 144 || bn == 160 || bn == 192;
 }
 
-constexpr bool gemm_block_m_supported(int bm) { return bm == 64 || bm == 128; }
+constexpr bool gemm_block_m_supported(int bm) { return bm == 64 || bm == 128 || bm == 256; }
+
+/// Row waves of a tile: a 256-row tile is two waves of 128 rows, each run by the same two math
+/// warpgroups (64 rows each) one after the other with one accumulator set (the FP32 sums of both
+/// waves stay in registers); smaller tiles are one wave.
+constexpr int gemm_waves(int bm) { return bm > 128 ? bm / 128 : 1; }
+/// Rows of one wave (the rows the math warpgroups cover at once).
+constexpr int gemm_wave_rows(int bm) { return bm / gemm_waves(bm); }
 
 /// Bytes of one 128-B/64-B/32-B swizzle row of the bf16 D staging tile for this BLOCK_N, or 0
 /// (no swizzle: rows of BLOCK_N * 2 bytes) when BLOCK_N is an odd multiple of 8.
@@ -44,20 +51,23 @@ constexpr unsigned gemm_d_box_cols(int bn) {
 constexpr unsigned gemm_smem_d_bytes(int bm, int bn) { return unsigned(bm) * unsigned(bn) * 2u; }
 constexpr unsigned gemm_smem_a_bytes(int bm) { return unsigned(bm) * kGemmBlockK; }
 constexpr unsigned gemm_smem_b_bytes(int bn) { return unsigned(bn) * kGemmBlockK; }
-/// A-scale stage: BLOCK_M + 4 floats, loaded from the 16-byte aligned row m0 & ~3 (grouped tiles
-/// may start at any row; TMA boxes must start 16-byte aligned), read at offset m0 & 3.
+/// A-scale stage: per wave a box of (wave rows + 4) floats, loaded from the 16-byte aligned row
+/// (m0 + 128 w) & ~3 (grouped tiles may start at any row; TMA boxes must start 16-byte aligned),
+/// read at offset m0 & 3. (A box holds at most 256 elements, hence one box per wave.)
 constexpr unsigned kGemmSfaSlack = 4;
-constexpr unsigned gemm_sfa_box(int bm) { return unsigned(bm) + kGemmSfaSlack; }
-/// Shared memory per A-scale stage: the box, rounded up so every stage (a TMA destination) stays
-/// 128-byte aligned.
-constexpr unsigned gemm_smem_sfa_bytes(int bm) { return (gemm_sfa_box(bm) * 4u + 127u) / 128u * 128u; }
+constexpr unsigned gemm_sfa_box(int bm) { return unsigned(gemm_wave_rows(bm)) + kGemmSfaSlack; }
+/// Floats between the A-scale boxes of consecutive waves in a stage (128-byte aligned TMA
+/// destinations).
+constexpr unsigned gemm_sfa_wave_floats(int bm) { return (gemm_sfa_box(bm) * 4u + 127u) / 128u * 32u; }
+/// Shared memory per A-scale stage: one box per wave, each 128-byte aligned.
+constexpr unsigned gemm_smem_sfa_bytes(int bm) { return unsigned(gemm_waves(bm)) * gemm_sfa_wave_floats(bm) * 4u; }
 /// Shared memory of one pipeline stage.
 constexpr unsigned gemm_stage_bytes(int bm, int bn) {
   return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + gemm_smem_sfa_bytes(bm);
 }
 /// Bytes the TMA delivers per stage (the mbarrier transaction count).
 constexpr unsigned gemm_stage_tx_bytes(int bm, int bn) {
-  return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + gemm_sfa_box(bm) * 4u;
+  return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + unsigned(gemm_waves(bm)) * gemm_sfa_box(bm) * 4u;
 }
 /// Tiles the scheduler thread may publish ahead of the math warpgroups (the tile pipe,
 /// fp8_gemm.cuh): with dynamic scheduling also how far ahead a CTA takes units.
@@ -140,10 +150,11 @@ struct GemmParams {
   /// 1 = one pass over all units, the M unit fastest inside a raster group (prefill: every B tile
   /// is shared by all the units of its expert, which must run together).
   unsigned sched_one_pass;
-  /// Dense (clusters of one, no split-K) and masked schedulers with 128-row tiles: 1 = when the
-  /// static schedule's last wave holds at most half as many tiles as there are CTAs, each of those
-  /// tiles is handed out as two 64-row halves to two CTAs (a half tile runs one math warpgroup's
-  /// MMAs), so the last wave ends sooner (masked 448-tile cases −2…−4%, perf-notes v20).
+  /// Dense (clusters of one, no split-K) and masked schedulers with 128- or 256-row tiles, and the
+  /// contiguous one with 256-row tiles: 1 = when the schedule's last wave holds at most half as many
+  /// tiles (units) as there are CTAs, each of those is handed out as two halves to two CTAs (64 rows:
+  /// one math warpgroup's MMAs; 128 rows: one wave), so the last wave ends sooner (masked 448-tile
+  /// cases −2…−4%, perf-notes v20).
   unsigned tail_halves;
   // Grouped GEMMs (unused by the dense one):
   const int* group_offsets;  ///< contiguous: [num_groups + 1] aligned segment starts
@@ -175,8 +186,8 @@ inline constexpr unsigned kGemmTraceSlots = 6;
 /// (128-byte swizzled rows) and the two warpgroups' row maxima, rounded to 1024 bytes.
 constexpr unsigned kSwigluEpilogueSmem = 64u * 128u + 1024u;
 
-/// Threads per CTA: one math warpgroup per 64 rows of BLOCK_M (times `wg_n` warpgroups side by side
+/// Threads per CTA: one math warpgroup per 64 rows of a wave (times `wg_n` warpgroups side by side
 /// along N), plus one producer warpgroup.
-constexpr int gemm_num_threads(int bm, int wg_n = 1) { return (bm / 64) * wg_n * 128 + 128; }
+constexpr int gemm_num_threads(int bm, int wg_n = 1) { return (gemm_wave_rows(bm) / 64) * wg_n * 128 + 128; }
 
 }  // namespace moekit::sm90

@@ -46,12 +46,13 @@ __device__ __forceinline__ void raster(u32 idx, u32 num_m, u32 num_n, u32 group,
 }
 
 /// The static schedule's tail (GemmParams::tail_halves): of `tiles` tiles taken by `ctas` CTAs in
-/// strides, the last partial wave's tiles become two 64-row half units each when they fit in one
-/// wave that way. Units [0, full) are whole tiles; unit full + 2 j + h is half h of tile full + j.
+/// strides, the last partial wave's tiles become two half units each (64 rows of a 128-row tile,
+/// 128 of a 256-row one) when they fit in one wave that way. Units [0, full) are whole tiles; unit full + 2 j + h is half h of tile full + j.
 struct TailHalves {
   u32 full = 0xffffffffu;  ///< first half unit (none: all units whole)
   u32 units = 0;           ///< units in all
 
+  TailHalves() = default;
   __device__ __forceinline__ TailHalves(u32 tiles, u32 ctas, bool enabled) : units(tiles) {
     const u32 whole = tiles / ctas * ctas, tail = tiles - whole;
     if (enabled && tail > 0 && 2 * tail <= ctas) {
@@ -59,7 +60,7 @@ struct TailHalves {
       units = whole + 2 * tail;
     }
   }
-  /// The tile of unit `idx`, and which part of it: 0 whole, 1 rows [0, 64), 2 rows [64, 128).
+  /// The tile of unit `idx`, and which part of it: 0 whole, 1 the first half of its rows, 2 the second.
   __device__ __forceinline__ u32 tile_of(u32 idx, u32& part) const {
     if (idx < full) {
       part = 0;
@@ -70,13 +71,14 @@ struct TailHalves {
   }
 };
 
-/// Rows of the part (TailHalves::tile_of) of a 128-row tile with `valid` valid rows: its first row
-/// offset and its valid rows (≤ 0: nothing to do).
+/// Rows of the part (TailHalves::tile_of) of a tile of 2 x kHalf rows with `valid` valid rows: its
+/// first row offset and its valid rows (≤ 0: nothing to do).
+template <u32 kHalf>
 __device__ __forceinline__ int tile_part_rows(u32 part, int valid, u32& row_offset) {
-  row_offset = part == 2 ? 64u : 0u;
+  row_offset = part == 2 ? kHalf : 0u;
   if (part == 0) return valid;
   const int v = valid - int(row_offset);
-  return v < 64 ? v : 64;
+  return v < int(kHalf) ? v : int(kHalf);
 }
 
 /// Dense GEMM: tiles of an M x N output, visited in groups of `raster_group` M blocks; within a
@@ -94,8 +96,8 @@ template <int kBlockM, int kBlockN, int kCluster = 1, int kSplitK = 1>
 struct DenseScheduler {
   static_assert(kSplitK == 1 || kCluster == 1, "split-K clusters do not multicast");
   static constexpr u32 kClusterSize = u32(kCluster * kSplitK);
-  /// Tail halves (GemmParams::tail_halves) for single-CTA units of 128-row tiles.
-  static constexpr bool kHalves = kBlockM == 128 && kClusterSize == 1;
+  /// Tail halves (GemmParams::tail_halves) for single-CTA units of 128- or 256-row tiles.
+  static constexpr bool kHalves = kBlockM >= 128 && kClusterSize == 1;
   u32 num_units_m, num_n_blocks, num_units, group, rank, stride;
   u32 next_index;
   u32 kb_begin = 0, kb_end = 0;
@@ -129,7 +131,7 @@ struct DenseScheduler {
       const u32 m_block = kSplitK > 1 ? m_unit : m_unit * kCluster + rank;
       // A whole tile's M tail is clipped by the TMA store; a half tile stores its valid rows only.
       u32 offset;
-      const int rows = tile_part_rows(part, part ? int(m - m_block * kBlockM) : kBlockM, offset);
+      const int rows = tile_part_rows<kBlockM / 2>(part, part ? int(m - m_block * kBlockM) : kBlockM, offset);
       if (rows <= 0) continue;  // the second half of a tile past M
       t.m0 = m_block * kBlockM + offset;
       t.n0 = n_block * kBlockN;
@@ -175,25 +177,39 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 /// A unit is skipped only when its first tile has no valid row, so both CTAs of a cluster walk the
 /// same units; a tile of the unit past the valid rows is computed on padding rows of the same
 /// segment (valid_rows = 0) and its epilogue must tolerate that.
+/// 256-row tiles (one pass, clusters of one): unit u is rows [256 u, 256 u + 256) of the layout.
+/// Segments are 128-aligned, so a unit meets at most two groups; when its first group's segment
+/// ends after 128 rows, the unit yields two tiles of at most 128 valid rows (one wave each), the
+/// second with the next group, handed out right after the first. With GemmParams::tail_halves the
+/// units of the last partial wave (TailHalves over the units and the CTAs) go out as their two
+/// 128-row halves, each a tile of its own.
 /// The scheduler warp runs it (warp collectives: the group search, the count maximum); dynamic
 /// units are taken by one atomic per unit.
 template <int kBlockM, int kBlockN, int kCluster = 1>
 struct ContiguousScheduler {
   static constexpr u32 kUnitRows = u32(kBlockM * kCluster);
-  static_assert(128 % kUnitRows == 0, "a cluster's tiles must stay inside one 128-row segment");
-  static constexpr u32 kPasses = 128 / kUnitRows;
+  static constexpr bool kWide = kUnitRows > 128;  // 256-row tiles
+  static_assert(128 % kUnitRows == 0 || (kUnitRows == 256 && kCluster == 1),
+                "a cluster's tiles must stay inside one 128-row segment; 256-row tiles run alone");
+  static constexpr u32 kPasses = kWide ? 1 : 128 / kUnitRows;
+  static constexpr u32 kNone = 0xffffffffu;
   const GemmParams& p;
   u32 num_blocks, num_n_blocks, units_per_pass, num_units, group, rank, stride, next_index;
   u32 started = 0, passes_checked = 0;  // flags (u32: bool members were kept in local memory)
+  u32 used_rows = 0;
+  TailHalves tail;  // kWide
+  u32 pending_m0 = kNone, pending_n0 = 0;  // kWide: the second tile of a unit that meets two groups
 
   __device__ __forceinline__ explicit ContiguousScheduler(const GemmParams& params)
       : p(params), num_n_blocks((params.n + kBlockN - 1) / kBlockN),
         group(params.raster_group ? params.raster_group : 1), rank(blockIdx.x % kCluster),
         stride(gridDim.x / kCluster), next_index(blockIdx.x / kCluster) {
     const u32 used = u32(ptx::ld_chain(p.group_offsets + p.num_groups));
-    num_blocks = ((used < p.m ? used : p.m) + 127) / 128;
+    num_blocks = ((used < p.m ? used : p.m) + (kWide ? 255 : 127)) / (kWide ? 256 : 128);
+    used_rows = used < p.m ? used : p.m;
     units_per_pass = num_blocks * num_n_blocks;
     num_units = units_per_pass * kPasses;
+    tail = TailHalves(num_units, stride, kWide && p.tail_halves != 0);
   }
 
   /// Largest group count (the scheduler warp: each lane reads every 32nd count, four loads in flight).
@@ -246,7 +262,61 @@ struct ContiguousScheduler {
     return next_index;
   }
 
+  /// kWide: the tile of rows [m0, min(end, its segment's end)) at column n0 (false if it holds no
+  /// valid row) and its segment's end.
+  __device__ __forceinline__ bool wide_tile(u32 m0, u32 n0, u32 end, Tile& t, u32& seg_end) {
+    const u32 lo = last_group_at_or_before(m0);
+    const int seg_start = ptx::ld_chain(p.group_offsets + lo);
+    seg_end = u32(ptx::ld_chain(p.group_offsets + lo + 1));
+    int count = ptx::ld_chain(p.group_counts + lo);
+    if (count > int(seg_end) - seg_start) count = int(seg_end) - seg_start;
+    const int valid = seg_start + count - int(m0);
+    if (valid <= 0) return false;
+    const u32 limit = (seg_end < end ? seg_end : end) - m0;
+    t.m0 = m0;
+    t.n0 = n0;
+    t.valid_rows = u32(valid) < limit ? u32(valid) : limit;
+    set_group(t, p, lo);
+    return true;
+  }
+
+  __device__ __forceinline__ bool next_wide(Tile& t) {
+    for (;;) {
+      u32 seg_end;
+      if (pending_m0 != kNone) {
+        const u32 m0 = pending_m0;
+        pending_m0 = kNone;
+        if (wide_tile(m0, pending_n0, (m0 & ~255u) + 256u, t, seg_end)) return true;
+      }
+      const u32 unit = take();
+      if (unit >= tail.units) return false;
+      u32 part = 0;
+      const u32 idx = tail.tile_of(unit, part);
+      u32 m_unit, n_block;
+      raster(idx, num_blocks, num_n_blocks, group, m_unit, n_block);
+      const u32 unit_m0 = m_unit * 256u;
+      const u32 n0 = n_block * kBlockN;
+      if (part != 0) {  // a half: rows [m0, m0 + 128) alone
+        const u32 m0 = unit_m0 + (part == 2 ? 128u : 0u);
+        if (m0 < used_rows && wide_tile(m0, n0, m0 + 128u, t, seg_end)) return true;
+        continue;
+      }
+      if (unit_m0 >= used_rows) continue;
+      const bool has = wide_tile(unit_m0, n0, unit_m0 + 256u, t, seg_end);
+      if (seg_end < unit_m0 + 256u && seg_end < used_rows) {  // a second group starts at + 128
+        pending_m0 = seg_end;
+        pending_n0 = n0;
+      }
+      if (has) return true;
+    }
+  }
+
   __device__ __forceinline__ bool next(Tile& t) {
+    if constexpr (kWide) return next_wide(t);
+    else return next_narrow(t);
+  }
+
+  __device__ __forceinline__ bool next_narrow(Tile& t) {
     for (;;) {
       const u32 idx = take();
       if (idx >= num_units) return false;
@@ -302,7 +372,7 @@ struct MaskedScheduler {
         num_n_blocks((params.n + kBlockN - 1) / kBlockN),
         num_tiles(params.num_groups * m_tiles_per_group * num_n_blocks),
         next_index(blockIdx.x),
-        tail(num_tiles, gridDim.x, kBlockM == 128 && params.tail_halves != 0) {}
+        tail(num_tiles, gridDim.x, kBlockM >= 128 && params.tail_halves != 0) {}
 
   __device__ __forceinline__ bool next(Tile& t) {
     while (next_index < tail.units) {
@@ -316,7 +386,7 @@ struct MaskedScheduler {
       int count = ptx::ld_chain(p.group_counts + g);
       if (count > int(p.group_max_m)) count = int(p.group_max_m);
       u32 offset;
-      const int valid = tile_part_rows(part, count - int(m_tile * kBlockM), offset);
+      const int valid = tile_part_rows<kBlockM / 2>(part, count - int(m_tile * kBlockM), offset);
       if (valid <= 0) continue;
       t.m0 = g * p.group_max_m + m_tile * kBlockM + offset;
       t.n0 = (r / m_tiles_per_group) * kBlockN;
