@@ -33,8 +33,9 @@ struct GemmFp8Args {
 };
 
 /// A kernel tile configuration. Normally chosen by moekit's heuristic; tests and benchmarks may
-/// force one. block_m ∈ {64, 128}; block_n a multiple of 8 in [16, 128] or one of
-/// {144, 160, 192}; stages ≥ 2 and small enough for shared memory.
+/// force one. block_m ∈ {64, 128, 256}; block_n a multiple of 8 in [16, 128] or one of
+/// {144, 160, 192} (≤ 128 with block_m 256, which also needs multicast = 1 and split_k = 1);
+/// stages ≥ 2 and small enough for shared memory.
 struct GemmConfig {
   int block_m = 0;
   int block_n = 0;
