@@ -47,7 +47,8 @@ __device__ __forceinline__ void raster(u32 idx, u32 num_m, u32 num_n, u32 group,
 
 /// The static schedule's tail (GemmParams::tail_halves): of `tiles` tiles taken by `ctas` CTAs in
 /// strides, the last partial wave's tiles become two half units each (64 rows of a 128-row tile,
-/// 128 of a 256-row one) when they fit in one wave that way. Units [0, full) are whole tiles; unit full + 2 j + h is half h of tile full + j.
+/// 128 of a 256-row one) when they fit in one wave that way. Units [0, full) are whole tiles; unit
+/// full + 2 j + h is half h of tile full + j.
 struct TailHalves {
   u32 full = 0xffffffffu;  ///< first half unit (none: all units whole)
   u32 units = 0;           ///< units in all
@@ -60,7 +61,7 @@ struct TailHalves {
       units = whole + 2 * tail;
     }
   }
-  /// The tile of unit `idx`, and which part of it: 0 whole, 1 the first half of its rows, 2 the second.
+  /// The tile of unit `idx`, and which part of it: 0 whole, 1 its first half of rows, 2 the second.
   __device__ __forceinline__ u32 tile_of(u32 idx, u32& part) const {
     if (idx < full) {
       part = 0;
