@@ -3,7 +3,8 @@
 #   moe_summary FILE         a bench moe output as "T=.. us | ..." plus the T = 16384 stage line
 #   round_summaries          one line per $OUT/{gemm,grouped,moe}_r*.txt of an A/B (gemm_summary / moe_summary)
 #   show_gemm / show_grouped / show_moe FILE   a bench output's table and summary lines
-#   main_benches             bench gemm, bench grouped (both with cuBLASLt) and the main job, summarized
+#   gemm_grouped_benches     bench gemm and bench grouped (both with cuBLASLt), summarized
+#   main_benches             the same and the main job
 #   halves_ab ROUND...       tail-halves A/B (MOEKIT_TAIL_HALVES=0 / 1) on the masked cases
 #   sanitize                 memcheck over $MEMCHECK_FILTER and racecheck over $RACECHECK_FILTER (build/)
 S4096=4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048
@@ -33,11 +34,15 @@ show_gemm() { grep -E "^ *M |^ *[0-9]+ |geomean|bandwidth" $1 | cut -c1-200; }
 show_grouped() { grep -E "^layout|^(contiguous|masked|decode)|geomean" $1 | cut -c1-230; }
 show_moe() { grep -v "^# moekit" $1 | grep -E "^deepseek|^# stages|^preset" | cut -c1-150; }
 
-main_benches() {
+gemm_grouped_benches() {
   timeout 200 ./build/moekit bench gemm > $OUT/bench_gemm.txt 2>&1
   show_gemm $OUT/bench_gemm.txt
   timeout 200 ./build/moekit bench grouped > $OUT/bench_grouped.txt 2>&1
   show_grouped $OUT/bench_grouped.txt
+}
+
+main_benches() {
+  gemm_grouped_benches
   timeout 200 ./build/moekit bench moe --preset deepseek-v3 > $OUT/bench_moe.txt 2>&1
   show_moe $OUT/bench_moe.txt
 }

@@ -28,6 +28,12 @@ namespace {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Diagnostic on/off switches (not API): on unless the variable is set and starts with '0'.
+bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && v[0] == '0');
+}
+
 void validate(const GemmFp8Args& a) {
   constexpr const char* fn = "moekit::gemm_fp8_nt";
   MOEKIT_REQUIRE(a.m >= 0, ErrorCode::kInvalidArgument, fn, ": m = ", a.m, " must be >= 0");
@@ -68,10 +74,7 @@ GemmDeviceLimits device_limits() {
   lim.num_sms = d.num_sms;
   lim.smem_bytes = static_cast<unsigned>(d.smem_optin);
   for (int c = 1; c <= 8; ++c) lim.cluster_slots[c] = d.max_clusters[c];
-  static const bool wide = [] {
-    const char* v = std::getenv("MOEKIT_WIDE_TILES");
-    return !(v && v[0] == '0');
-  }();
+  static const bool wide = env_switch_on("MOEKIT_WIDE_TILES");
   lim.wide_tiles = wide;
   return lim;
 }
@@ -193,8 +196,8 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
                  ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), ": split-K runs only the dense GEMM");
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
   // 256-row tiles load A in two 128-row boxes, so a tile with one wave of valid rows loads one.
-  const unsigned a_box = family.a_box_rows ? static_cast<unsigned>(family.a_box_rows)
-                                           : unsigned(std::min(c.block_m, sm90::gemm_wave_rows(c.block_m)));
+  const unsigned a_box =
+      family.a_box_rows ? static_cast<unsigned>(family.a_box_rows) : unsigned(sm90::gemm_wave_rows(c.block_m));
   const int64_t a_rows = op.a_rows ? op.a_rows : op.rows;
   const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.a, op.k, a_rows, op.lda, 128, a_box,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
@@ -223,10 +226,7 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   // The pre-wait reads only make sense (and are only safe) in the MoE layer's PDL chain.
   params.pdl_early = pdl_active() && family.pdl_early ? 1u : 0u;
   // Tuning knob (not API): MOEKIT_PDL_B_EARLY=0 keeps the first tile's B loads after the PDL wait.
-  static const bool b_early = [] {
-    const char* v = std::getenv("MOEKIT_PDL_B_EARLY");
-    return !(v && v[0] == '0');
-  }();
+  static const bool b_early = env_switch_on("MOEKIT_PDL_B_EARLY");
   params.b_before_wait = params.pdl_early && b_early ? 1u : 0u;
   params.pdl = pdl_active() ? 1u : 0u;
   params.d = op.d;
@@ -295,10 +295,7 @@ GemmConfig config_from_env(const char* name, const GemmConfig& c) {
 }
 
 unsigned tail_halves_setting() {
-  static const unsigned on = [] {
-    const char* v = std::getenv("MOEKIT_TAIL_HALVES");
-    return v && v[0] == '0' ? 0u : 1u;
-  }();
+  static const unsigned on = env_switch_on("MOEKIT_TAIL_HALVES") ? 1u : 0u;
   return on;
 }
 

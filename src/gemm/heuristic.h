@@ -39,8 +39,9 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
                               bool allow_split_k = false, bool allow_wide = true);
 
 /// Candidate dense configurations for a tuning sweep (`moekit bench gemm --sweep`): tiles of
-/// 64/128 rows x 32...192 columns and 256 rows x 32...128 columns, split-K over 1...8 CTAs where the tiles alone fill less than
-/// two waves, each with the most stages that fit and a grid of whole clusters.
+/// 64/128 rows x 32...192 columns and 256 rows x 32...128 columns, split-K (64/128-row tiles) over
+/// 1...8 CTAs where the tiles alone fill less than two waves, each with the most stages that fit
+/// and a grid of whole clusters.
 std::vector<GemmConfig> gemm_sweep_candidates(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim);
 
 /// The MoE layer's fused GEMM1 (SwiGLU + FP8 requant epilogue): 64 x 256 tiles of the prepared
