@@ -34,7 +34,7 @@ struct GemmFp8Args {
 
 /// A kernel tile configuration. Normally chosen by moekit's heuristic; tests and benchmarks may
 /// force one. block_m ∈ {64, 128, 256}; block_n a multiple of 8 in [16, 128] or one of
-/// {144, 160, 192} (≤ 128 with block_m 256, which also needs multicast = 1 and split_k = 1);
+/// {144, 160, 192} (≤ 128 with block_m 256, which also needs split_k = 1);
 /// stages ≥ 2 and small enough for shared memory.
 struct GemmConfig {
   int block_m = 0;
@@ -42,8 +42,10 @@ struct GemmConfig {
   int stages = 0;
   int raster_group = 0;  ///< tiles are visited in groups of this many M blocks (L2 reuse)
   int num_sms = 0;       ///< persistent CTAs launched (≤ multiprocessor count, a multiple of multicast)
-  /// CTAs per thread-block cluster along M (1 or 2). With 2, the two CTAs compute vertically
-  /// adjacent tiles and each loads half of their common B tile, multicast to both (TMA multicast).
+  /// CTAs per thread-block cluster (1 or 2), sharing an operand by TMA multicast. With 2 and
+  /// block_m ≤ 128, the two CTAs compute vertically adjacent tiles and each loads half of their
+  /// common B tile for both; with block_m 256 they compute horizontally adjacent tiles and each
+  /// loads one of the two 128-row halves of their common A tile for both.
   int multicast = 1;
   /// CTAs that share each tile's K blocks (1 ... 8; dense GEMM only, with multicast = 1). With S > 1
   /// the S CTAs of a thread-block cluster each accumulate about num_kb / S K blocks of the same tile

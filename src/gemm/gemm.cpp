@@ -202,11 +202,12 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   const CUtensorMap tma_a = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.a, op.k, a_rows, op.lda, 128, a_box,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
   // Row-major B: rows of k bytes; K-block tiled B: rows of 128 bytes, num_kb of them per B row.
+  const unsigned b_box = unsigned(sm90::gemm_b_box_rows(c.block_m, c.block_n, c.multicast));
   const CUtensorMap tma_b =
       family.b_chunk_rows
           ? make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, 128, static_cast<uint64_t>(op.b_rows) * num_kb, 128,
-                        128, c.block_n / c.multicast, CU_TENSOR_MAP_SWIZZLE_128B)
-          : make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, op.k, op.b_rows, op.ldb, 128, c.block_n / c.multicast,
+                        128, b_box, CU_TENSOR_MAP_SWIZZLE_128B)
+          : make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, op.k, op.b_rows, op.ldb, 128, b_box,
                         CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap tma_sfa = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, op.sa, a_rows, num_kb, sfa_ld(a_rows),
                                           sm90::gemm_sfa_box(c.block_m), 1, CU_TENSOR_MAP_SWIZZLE_NONE);

@@ -80,6 +80,8 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
 /// Tuning knob (not API): the environment variable `name` (MOEKIT_GROUPED_CONFIG,
 /// MOEKIT_MOE_GEMM1_CONFIG, MOEKIT_MOE_GEMM2_CONFIG) holds a GemmConfig string
 /// (m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>]) that replaces the heuristic's pick `c`.
+/// MOEKIT_GROUPED_CONFIG reaches every grouped GEMM launch, the MoE layer's rows GEMM2 (large T)
+/// included; MOEKIT_MOE_GEMM2_CONFIG only the scatter-add GEMM2 (small T).
 /// Shape checks are the launch's (a config that does not fit fails there with a CUDA error).
 GemmConfig config_from_env(const char* name, const GemmConfig& c);
 

@@ -27,6 +27,15 @@ constexpr double kL2HotBytes = 4.9e12;
 // partial, 7.4 us for seven.
 constexpr double kSplitFixed = 1.3e-6;
 constexpr double kDsmemBytes = 3.6e10;           // bytes/s one SM reads from its cluster's peers
+// 256-row tiles in pairs sharing A (A multicast, a third fewer L2 -> SM bytes per MMA), measured
+// against single CTAs on the H100 (perf-notes v22): 1.2-1.6% faster on long multi-wave launches
+// (contiguous 4 x 8192 (4096, 7168) 1484 vs 1503 us, dense 4096x7168x16384 728 vs 738), but 1-3 us
+// slower on one- or two-wave launches (1024x4096x7168 53.8 vs 52.7; masked 1 x 1024 (7168, 2048)
+// 36.2 vs 34.6), so the model charges a fixed cost per launch.
+constexpr double kPairSpeedup = 0.985;
+// Groups of 512-1023 rows take 256-row tiles only in launches of at least this many waves.
+constexpr int64_t kWideMinWaves = 8;
+constexpr double kPairFixed = 1.5e-6;
 constexpr int kMaxModelSplit = 4;                // clusters of up to 4 CTAs (of 8, fewer are co-resident)
 
 constexpr int kBlockNs[] = {16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 192};
@@ -50,8 +59,8 @@ int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim) {
 
 std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim) {
   if (!sm90::gemm_block_m_supported(c.block_m)) return concat("block_m=", c.block_m, " is not 64, 128 or 256");
-  if (c.block_m == 256 && (c.block_n > 128 || c.multicast != 1 || c.split_k != 1))
-    return concat("block_m=256 needs block_n <= 128, multicast=1 and split_k=1");
+  if (c.block_m == 256 && (c.block_n > 128 || c.split_k != 1))
+    return concat("block_m=256 needs block_n <= 128 and split_k=1");
   if (!sm90::gemm_block_n_supported(c.block_n))
     return concat("block_n=", c.block_n, " is not a multiple of 8 in [16,128] or one of 144, 160, 192");
   if (c.stages < 2) return concat("stages=", c.stages, " < 2");
@@ -66,12 +75,13 @@ std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim
   if (c.raster_group < 1) return concat("raster_group=", c.raster_group, " < 1");
   if (c.multicast != 1 && c.multicast != 2) return concat("multicast=", c.multicast, " is not 1 or 2");
   if (c.num_sms % c.multicast != 0) return concat("num_sms=", c.num_sms, " is not a multiple of multicast=", c.multicast);
-  if ((c.block_n / c.multicast) % 8 != 0) return concat("block_n=", c.block_n, " cannot be split ", c.multicast, " ways");
+  if (!sm90::gemm_cluster_shares_a(c.block_m, c.multicast) && (c.block_n / c.multicast) % 8 != 0)
+    return concat("block_n=", c.block_n, " cannot be split ", c.multicast, " ways");
   return {};
 }
 
 GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups,
-                              bool allow_split_k, bool allow_wide) {
+                              bool allow_split_k, bool allow_wide, bool contiguous) {
   GemmConfig best;
   double best_time = 1e30;
   m = std::max<int64_t>(m, 1);
@@ -80,15 +90,19 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
   const int64_t num_kb = ceil_div(std::max<int64_t>(k, 1), int64_t(kQuantBlock));
   for (int bm : {64, 128, 256}) {
     if (bm == 128 && m <= 64) continue;  // half the tile would be padding
-    // 256-row tiles only as 256 x 128 and for groups of >= 1024 rows, where they were measured
-    // (H100, perf-notes v21): faster at 1024...32768 rows per group; 2 x 512 and 4 x 256 masked
-    // (7168, 2048) 4% / 3% slower than 128-row tiles with tail halves; 4096x2112x7168 m256n64
-    // 129.1 us against m128n192 121.0.
-    if (bm == 256 && (!allow_wide || !lim.wide_tiles || m < 1024)) continue;
+    // 256-row tiles only as 256 x 128 and for groups of >= 1024 rows, or of >= 512 rows in launches
+    // of many waves, where they were measured (H100, perf-notes v21, v22): faster at 1024...32768
+    // rows per group, and on the MoE layer's prefill GEMM2 (256 groups of ~512 rows, (7168, 2048),
+    // T = 16384: 4030 vs 4454-4519 us); 2 x 512 and 4 x 256 masked (7168, 2048) (two waves or
+    // fewer) 4% / 3% slower than 128-row tiles with tail halves, T = 4096's GEMM2 (~128 rows per
+    // group) 3.7% slower end to end; 4096x2112x7168 m256n64 129.1 us against m128n192 121.0.
+    if (bm == 256 && (!allow_wide || !lim.wide_tiles || m < 512)) continue;
     const int64_t m_blocks = ceil_div(m, bm);
-    // Multicast (mc = 2) is supported but not chosen: measured on the H100 it was 4-10% slower
-    // than mc = 1 with pipelined tiles (docs/perf-notes.md v3); it stays reachable by forcing it.
-    for (int mc : {1}) {
+    // Pairs sharing B (mc = 2, block_m <= 128) are supported but not chosen: measured on the H100
+    // they were 4-10% slower than mc = 1 with pipelined tiles (docs/perf-notes.md v3); they stay
+    // reachable by forcing them. 256-row tiles are also modelled as pairs sharing A.
+    for (int mc : {1, 2}) {
+      if (mc == 2 && bm != 256) continue;
       for (int split = 1; split <= (allow_split_k && bm < 256 ? kMaxModelSplit : 1); ++split) {
         if (split > num_kb) break;
         const int64_t max_ctas = lim.max_cluster_ctas(mc * split);
@@ -96,11 +110,16 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           if (bm == 256 && bn != 128) continue;
           const int stages = stages_that_fit(~0u, bm, bn, split, lim);
           if (stages < 2) continue;
-          const int64_t tiles = groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
+          const bool share_a = sm90::gemm_cluster_shares_a(bm, mc);
+          const int64_t row_tiles =
+              contiguous && bm == 256 ? ceil_div(groups * ceil_div(m, int64_t(128)), int64_t(2)) : groups * m_blocks;
+          const int64_t tiles = share_a ? row_tiles * ceil_div(ceil_div(n, bn), mc) * mc
+                                        : groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
           // Split-K only where its clusters run in one wave (a cluster's tiles queue behind each
           // handover: measured 4x slower with several tiles per cluster).
           if (split > 1 && tiles * split > max_ctas) continue;
-          const int64_t ctas = std::min(tiles * split, max_ctas);
+          if (bm == 256 && m < 1024 && tiles < kWideMinWaves * max_ctas) continue;
+          const int64_t ctas = std::min(tiles * split, max_ctas) / mc * mc;
           const int64_t waves = ceil_div(tiles * split, ctas);
           // K per CTA (the whole K without split-K, as the grouped / MoE selections were calibrated).
           const double k_cta =
@@ -125,8 +144,9 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           const bool straddles = bm >= 128 && pipelined && 128 % bn != 0;
           const int bn_mma = straddles ? bn + 24 : bn;
           const double t_mma = 2.0 * bm * bn_mma * k_cta / (kPeakFp8PerSm * mma_eff);
-          // Each CTA pulls its A tile and its 1/mc share of the B tile through L2.
-          const double t_load = (double(bm) + double(bn) / mc) * k_cta / kL2BytesPerSm;
+          // Each CTA pulls its share of the A and B tiles through L2.
+          const double t_load =
+              (share_a ? double(bm) / mc + double(bn) : double(bm) + double(bn) / mc) * k_cta / kL2BytesPerSm;
           // With one or two M blocks, ctas / m_blocks CTAs read the same A lines at once (calibrated
           // on the dense GEMM only; the grouped and MoE selections keep the model they were measured with).
           const double t_a_hot = allow_split_k && m_blocks * groups <= 2
@@ -139,15 +159,15 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           // DRAM at the per-CTA rate, so a short last wave costs a whole tile's stream.
           const double t_b_stream = m_blocks == 1 ? double(bn) * k_cta / kDramBytesPerSm : 0.0;
           const double t_tile = std::max({t_mma, t_load, t_b_stream, t_a_hot}) + kTileOverhead + t_reduce;
-          const double t = std::max(double(waves) * t_tile, dram_floor);
-          // On (near) ties prefer less L2 traffic: multicast, then the larger tile.
-          // Split-K only for a clear gain (its handover is the least certain term).
+          double t = std::max(double(waves) * t_tile, dram_floor);
+          if (share_a) t = t * kPairSpeedup + kPairFixed;
+          // On (near) ties prefer less L2 traffic: the larger tile. Split-K and pairs only for a clear
+          // gain (the handover, and the pairs' fixed cost, are the least certain terms).
           const bool better =
               split > 1 ? t < best_time * 0.95
                         : t < best_time * 0.99 ||
-                              (t <= best_time * 1.01 &&
-                               (mc > best.multicast ||
-                                (mc == best.multicast && bm * bn > best.block_m * best.block_n)));
+                              (t <= best_time * 1.01 && mc == best.multicast &&
+                               bm * bn > best.block_m * best.block_n);
           if (better) {
             best_time = std::min(t, best_time);
             best.block_m = bm;
@@ -185,6 +205,12 @@ std::vector<GemmConfig> gemm_sweep_candidates(int64_t m, int64_t n, int64_t k, c
         c.raster_group = static_cast<int>(std::min<int64_t>(m_blocks, 8));
         c.num_sms = static_cast<int>(std::min<int64_t>(tiles * split, lim.max_cluster_ctas(split)));
         if (c.stages >= 2 && c.num_sms >= split) out.push_back(c);
+        if (bm == 256 && c.stages >= 2) {  // also as pairs sharing A (whole clusters, ghost tiles included)
+          c.multicast = 2;
+          const int64_t pair_tiles = m_blocks * ceil_div(ceil_div(n, int64_t(bn)), int64_t(2)) * 2;
+          c.num_sms = static_cast<int>(std::min<int64_t>(pair_tiles, lim.max_cluster_ctas(2)) / 2 * 2);
+          out.push_back(c);
+        }
       }
     }
   }
@@ -215,8 +241,9 @@ GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_p
 
 GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64_t rows_bound, int64_t n, int64_t k,
                                    const GemmDeviceLimits& lim) {
-  // No 256-row tiles: with its scatter-add epilogue and K = I, they measured no faster at prefill
-  // (deepseek-v3 T = 16384: GEMM2 4389 / 4442 us forced m256n128s4 vs 4309 / 4390, perf-notes v21).
+  // No 256-row tiles: the layer runs this GEMM only while y_acc fits in L2 (T·H·4 ≤ 16 MiB, e.g.
+  // T ≤ 585 at H = 7168), far below 512 rows per expert. (v21's "no faster at T = 16384" was not a
+  // measurement of this kernel: there the layer runs the rows GEMM2, perf-notes v22.)
   GemmConfig c = select_gemm_config(rows_per_group, n, k, lim, groups, false, false);
   c.multicast = 1;
   c.stages = stages_that_fit(0, c.block_m, c.block_n, 1, lim);

@@ -49,6 +49,40 @@ TEST(GemmConfig, SmallMUsesOneWarpgroupTiles) {
   EXPECT_EQ(moekit::detail::select_gemm_config(4096, 7168, 16384, no_wide).block_m, 128);
 }
 
+// Groups of 512-1023 rows take 256-row tiles only in long launches, and the contiguous layout counts
+// its 256-row units over 128-aligned segments (perf-notes v22, H100: the MoE prefill GEMM2, 256 groups
+// of ~512 rows at (7168, 2048), 4030 us vs 4454-4519 with 128-row tiles; 2 x 512 masked slower).
+TEST(GemmConfig, WideTilesForGroupsOf512OnlyInLongLaunches) {
+  GemmDeviceLimits lim;
+  using moekit::detail::select_gemm_config;
+  EXPECT_EQ(select_gemm_config(639, 7168, 2048, lim, 256, false, true, true).block_m, 256);  // T = 16384's GEMM2
+  EXPECT_EQ(select_gemm_config(639, 7168, 2048, lim, 256, false, true, false).block_m, 128);  // ceil(639/256) = 3
+  EXPECT_EQ(select_gemm_config(255, 7168, 2048, lim, 256, false, true, true).block_m, 128);  // T = 4096's
+  EXPECT_EQ(select_gemm_config(512, 7168, 2048, lim, 2, false, true, false).block_m, 128);   // masked 2 x 512
+  EXPECT_EQ(select_gemm_config(700, 4096, 7168, lim, 4, false, true, true).block_m, 128);    // < 8 waves
+}
+
+// 256-row tiles run in pairs sharing A only on long launches (perf-notes v22, H100: 1.2-1.6% faster
+// on 4096x7168x16384 and the contiguous 4 x 8192 cases, 1-3 us slower on one- or two-wave launches).
+TEST(GemmConfig, PairsSharingAOnlyForLongLaunches) {
+  GemmDeviceLimits lim;
+  for (auto [m, n, k, groups] : {std::array<int64_t, 4>{4096, 7168, 16384, 1}, {8192, 7168, 7168, 1},
+                                 {8192, 4096, 7168, 4}, {8192, 7168, 2048, 4}}) {
+    const GemmConfig c = moekit::detail::select_gemm_config(m, n, k, lim, groups);
+    SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " x" << groups << " -> " << c.str());
+    EXPECT_EQ(c.block_m, 256);
+    EXPECT_EQ(c.multicast, 2);
+    EXPECT_EQ(c.num_sms % 2, 0);
+    EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
+  }
+  for (auto [m, n, k, groups] : {std::array<int64_t, 4>{1024, 4096, 7168, 1}, {1024, 7168, 2048, 1},
+                                 {4096, 7168, 2048, 1}}) {
+    const GemmConfig c = moekit::detail::select_gemm_config(m, n, k, lim, groups);
+    SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " x" << groups << " -> " << c.str());
+    EXPECT_EQ(c.multicast, 1);
+  }
+}
+
 // Large-M shapes whose N is not a multiple of 128: the 128-row tiles that straddle B-scale blocks
 // (n112, n120, n96) measured slower than n128 on the H100 (perf-notes v15: 4096x2112x7168 n112 140 us
 // vs n128 128, 4096x2880x7168 n120 173 vs 155, 1024x7168x2048 n112 38.2 vs 34.9).
@@ -129,7 +163,11 @@ TEST(GemmConfig, RejectsBadForcedConfigs) {
   EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
   c.block_n = 160;  // two waves of sums: at most 128 columns
   EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
-  c = {256, 128, 3, 8, 132, 2};  // no multicast
+  c = {256, 120, 3, 8, 132, 2};  // pairs sharing A: B is not split, so any block_n <= 128
+  EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
+  c.num_sms = 131;  // whole clusters
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+  c = {256, 128, 3, 8, 132, 2, 2};  // no split-K
   EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
   c = {512, 128, 2, 8, 132};
   EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");

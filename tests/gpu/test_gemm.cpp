@@ -163,10 +163,14 @@ TEST(GemmFp8, EveryTileShape) {
   for (int mc : {1, 2})
     for (int bm : {64, 128, 256})
       for (int bn : {16, 24, 32, 48, 56, 64, 80, 96, 112, 120, 128, 144, 160, 192}) {
-        if ((bn / mc) % 8 != 0) continue;  // a multicast slice of B must be whole 8-row groups
-        if (bm == 256 && (mc != 1 || bn > 128)) continue;  // 256-row tiles: n <= 128, no multicast
+        const bool shares_a = bm == 256 && mc == 2;  // pairs along N sharing A
+        if (!shares_a && (bn / mc) % 8 != 0) continue;  // a multicast slice of B must be whole 8-row groups
+        if (bm == 256 && bn > 128) continue;            // 256-row tiles: n <= 128
+        if (shares_a && bn != 64 && bn != 96 && bn != 120 && bn != 128) continue;  // (compile time)
         // 40 CTAs: several tiles each, so stage/phase bookkeeping crosses tiles. With clusters,
-        // odd M-block counts (330 rows at block_m 128, 77 rows at 128) leave a ghost tile.
+        // odd M-block counts (330 rows at block_m 128, 77 rows at 128) leave a ghost tile; pairs
+        // sharing A, odd N-block counts (456 and 1000 columns at block_n 96, 1000 at 120), and 77
+        // rows make one-wave tiles whose only A box comes from rank 0.
         const moekit::GemmConfig c{bm, bn, 3, 2, 40, mc};
         for (const Problem& p : {Problem{330, 456, 400}, Problem{77, 1000, 2880}}) {
           expect_good(run_and_check(p, &c, ++seed), describe(p, &c));
@@ -192,7 +196,9 @@ TEST(GemmFp8, TailHalves) {
                // 256-row tiles: halves of 128 rows (one wave each); 24 tiles on 10 CTAs, the last
                // M block 88 rows (no second half), and 15 tiles on 6 CTAs with a 200-row M tail.
                {{256, 128, 3, 2, 10, 1}, {600, 1024, 640}},
-               {{256, 96, 3, 1, 6, 1}, {712, 400, 1024}}};
+               {{256, 96, 3, 1, 6, 1}, {712, 400, 1024}},
+               // Pairs sharing A: 12 units of 2 tiles on 5 clusters, the last 2 units as halves.
+               {{256, 128, 3, 2, 10, 2}, {600, 1024, 640}}};
   for (const auto& x : cases) expect_good(run_and_check(x.p, &x.c, ++seed, 400), describe(x.p, &x.c));
 }
 

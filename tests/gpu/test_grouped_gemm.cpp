@@ -470,6 +470,34 @@ TEST(GroupedGemmWideTiles, ContiguousAndMasked) {
   run_problem(make_problem("masked_full", true, Counts(3, 256), {200, 384, true}, 256), ++seed);
 }
 
+// 256-row tiles in pairs sharing A (clusters of two along N), forced with 20 CTAs = 10 clusters and
+// BLOCK_N 112: 512 columns are 5 N blocks, so every unit's second tile of the last pair is a ghost
+// (rank 1 past N only loads its half of A for rank 0); units that meet two groups (one-wave tiles,
+// whose one A box rank 0 loads for both); tail halves (13 units of 224 columns on 10 clusters);
+// masked groups with counts around 128 and 256.
+TEST(GroupedGemmWideTiles, PairsSharingA) {
+  struct EnvConfig {
+    EnvConfig() { setenv("MOEKIT_GROUPED_CONFIG", "m256n112s3g4x20c2", 1); }
+    ~EnvConfig() { unsetenv("MOEKIT_GROUPED_CONFIG"); }
+  } env;
+  uint64_t seed = 9300;
+  int runs = 0;
+  for (const Layout& l : contiguous_layouts())
+    for (const Shape& s : {Shape{512, 512, false}, Shape{200, 384, true}}) {
+      if (!shape_fits(s, l.counts)) continue;
+      run_problem(make_problem(l.name, false, l.counts, s), ++seed);
+      ++runs;
+      if (HasFatalFailure()) return;
+    }
+  EXPECT_GE(runs, 16);
+  run_problem(make_problem("straddles", false, {128, 300, 129, 0, 128, 1, 700, 256, 255}, {512, 512, false}), ++seed);
+  run_problem(make_problem("halves", false, {3000, 0, 17}, {224, 512, false}), ++seed);
+  for (int64_t max_m : {100, 256, 300})
+    run_problem(make_problem("masked", true, uniform_counts(6, 0, int32_t(max_m), seed), {512, 512, false}, max_m),
+                ++seed);
+  run_problem(make_problem("masked_full", true, Counts(3, 256), {200, 384, true}, 256), ++seed);
+}
+
 // The allocation may be larger than the upper bound: rows past offsets[E] are ignored.
 TEST(GroupedGemmContiguous, ExtraAllocatedRowsAreIgnored) {
   Problem p = make_problem("extra_rows", false, {5, 0, 300}, {256, 512, false});

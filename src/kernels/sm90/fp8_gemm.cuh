@@ -30,13 +30,17 @@ struct Fp8GemmTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  /// CTAs per cluster along M; with 2, each CTA loads half of the shared B tile and multicasts it.
+  /// CTAs per cluster (multicast pairs, gemm_cluster_shares_a): 128- and 64-row tiles pair along M
+  /// and each CTA loads half of the shared B tile for both; 256-row tiles pair along N and each CTA
+  /// loads one of the shared A tile's two 128-row boxes for both.
   static constexpr int kCluster = kCluster_;
   /// Math warpgroups along N: 1 (each owns 64 rows x BLOCK_N) or 2 (each owns 64 rows x BLOCK_N/2,
   /// sharing the A tile: the MoE GEMM1 tile whose gate and up halves must meet in one CTA).
   static constexpr int kWgN = kWgN_;
   /// Row waves per tile (gemm_waves): a 256-row tile runs as two 128-row waves.
   static constexpr int kWaves = gemm_waves(kBlockM);
+  /// The cluster's CTAs share A (pairs along N) rather than B (pairs along M).
+  static constexpr bool kShareA = gemm_cluster_shares_a(kBlockM, kCluster_);
   /// Math warpgroups along M: one per 64 rows of a wave.
   static constexpr int kWgM = gemm_wave_rows(kBlockM) / 64;
   /// Rows of B per B-scale block along N: 128 (SPEC weights) or 64 (prepared, interleaved W1).
@@ -72,8 +76,8 @@ struct Fp8GemmTraits {
   static constexpr u32 kMathRegs = 232;
 
   static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64, 128 or 256");
-  static_assert(kWaves == 1 || (kWgN == 1 && kBlockN <= 128 && kPromoteK_ == 128 && kSplitK_ == 1 && kCluster_ == 1),
-                "256-row tiles: one warpgroup column, BLOCK_N <= 128, chains of 128, no split-K or multicast");
+  static_assert(kWaves == 1 || (kWgN == 1 && kBlockN <= 128 && kPromoteK_ == 128 && kSplitK_ == 1),
+                "256-row tiles: one warpgroup column, BLOCK_N <= 128, chains of 128, no split-K");
   static_assert(kWgN == 1 ? gemm_block_n_supported(kBlockN) : (kWgN == 2 && kWgCols % 8 == 0 && kWgCols <= 128),
                 "unsupported BLOCK_N");
   static_assert(kSbRows == 128 || kSbRows == 64, "B-scale blocks of 128 or 64 rows");
@@ -83,7 +87,7 @@ struct Fp8GemmTraits {
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
   static_assert(kSplitK >= 1 && kSplitK <= kGemmMaxSplitK && (kSplitK == 1 || kCluster == 1),
                 "split-K over 1..8 CTAs, without multicast");
-  static_assert((kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
+  static_assert(kShareA || (kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "swizzled tiles must stay 1024-byte aligned");
   static_assert(kSmemSfa % 128 == 0, "TMA destinations must stay 128-byte aligned");
 };
@@ -198,7 +202,8 @@ struct Fp8GemmMath {
     // global memory (warp-uniform, L1-resident) when the stage is issued, used one step later.
     const float* sb = p.sb + t.sb_offset;
     const u32 n_wg = t.n0 + th.wn * u32(T::kWgCols);
-    const u32 blk0 = n_wg / u32(T::kSbRows);
+    // (Clamped: the ghost tile of an A-sharing pair past N reads the last block's scales.)
+    const u32 blk0 = min(n_wg / u32(T::kSbRows), p.num_n_sb - 1u);
     const u32 blk1 = (blk0 + 1 < p.num_n_sb) ? blk0 + 1 : blk0;
     sb_row0 = sb + blk0 * p.num_kb;
     sb_row1 = sb + blk1 * p.num_kb;
@@ -785,6 +790,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       u32 diag_loaded = 0;
 #endif
       const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
+      const u32 rank = kCluster > 1 ? ptx::cluster_ctarank() : 0u;
       for (;;) {
         Tile t;
         const bool more = tiles.pop(t);
@@ -803,9 +809,8 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           const u32 full = s_full + 8 * st;
           const int b_x = int(kb * bw.dx);
           const u32 b_y = bw.y0 + kb * bw.dy;
-          if constexpr (kCluster > 1) {
+          if constexpr (kCluster > 1 && !T::kShareA) {
             // This CTA's slice of the shared B tile, into the same stage of every CTA.
-            const u32 rank = ptx::cluster_ctarank();
             ptx::tma_load_2d_multicast(s_b + st * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full, b_x,
                                        int(b_y + rank * (T::kBlockN / kCluster)), ptx::u16((1u << kCluster) - 1));
           } else {
@@ -815,9 +820,18 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         auto load_a = [&](u32 st, u32 kb) {
           if constexpr (kGatherA) return;  // GatherALoader's
           const u32 full = s_full + 8 * st;
-          for (u32 r = 0; r < a_rows; r += a_box)
-            ptx::tma_load_2d(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
-                             int(t.m0 + r));
+          for (u32 r = 0, box = 0; r < a_rows; r += a_box, ++box) {
+            if constexpr (T::kShareA) {
+              // Box i comes from rank i % kCluster, into the same stage of every CTA (a one-wave
+              // tile's single box from rank 0).
+              if (box % u32(kCluster) == rank)
+                ptx::tma_load_2d_multicast(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full,
+                                           int(kb * kGemmBlockK), int(t.m0 + r), ptx::u16((1u << kCluster) - 1));
+            } else {
+              ptx::tma_load_2d(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
+                               int(t.m0 + r));
+            }
+          }
           for (u32 w = 0; w < sfa_boxes; ++w)
             ptx::tma_load_2d(s_sfa + st * T::kSmemSfa + w * gemm_sfa_wave_floats(T::kBlockM) * 4u, &tma_sfa, full,
                              int((t.m0 + w * 128u) & ~3u), int(kb));
@@ -886,9 +900,11 @@ template <int kBlockM, int kBlockN, int kStages, int kCluster>
 __device__ __forceinline__ void fp8_gemm_contiguous(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                     const ptx::TmaDescriptor& tma_sfa,
                                                     const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
-  static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
+  static_assert(kCluster == 1 || gemm_cluster_shares_a(kBlockM, kCluster),
+                "grouped schedulers pair CTAs only along N (256-row tiles sharing A)");
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN, kCluster>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa,
+                                                                                            tma_d, p);
 }
 
 /// Masked ([E, max_m] with per-group counts) grouped GEMM.
@@ -896,9 +912,11 @@ template <int kBlockM, int kBlockN, int kStages, int kCluster>
 __device__ __forceinline__ void fp8_gemm_masked(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                 const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
                                                 const GemmParams& p) {
-  static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
+  static_assert(kCluster == 1 || gemm_cluster_shares_a(kBlockM, kCluster),
+                "grouped schedulers pair CTAs only along N (256-row tiles sharing A)");
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  fp8_gemm_mainloop<T, MaskedScheduler<kBlockM, kBlockN>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+  fp8_gemm_mainloop<T, MaskedScheduler<kBlockM, kBlockN, kCluster>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d,
+                                                                                        p);
 }
 
 }  // namespace moekit::sm90

@@ -36,6 +36,14 @@ constexpr bool gemm_block_m_supported(int bm) { return bm == 64 || bm == 128 || 
 constexpr int gemm_waves(int bm) { return bm > 128 ? bm / 128 : 1; }
 /// Rows of one wave (the rows the math warpgroups cover at once).
 constexpr int gemm_wave_rows(int bm) { return bm / gemm_waves(bm); }
+/// What a 2-CTA cluster shares (GemmConfig::multicast = 2): 256-row tiles pair along N and share A
+/// (each CTA loads one of the two 128-row A boxes for both: A is 2/3 of such a stage's bytes);
+/// smaller tiles pair along M and share B (each CTA loads half of the B tile for both).
+constexpr bool gemm_cluster_shares_a(int bm, int cluster) { return bm > 128 && cluster > 1; }
+/// Rows of B each CTA loads per stage (the TMA box height of B).
+constexpr int gemm_b_box_rows(int bm, int bn, int cluster) {
+  return gemm_cluster_shares_a(bm, cluster) ? bn : bn / cluster;
+}
 
 /// Bytes of one 128-B/64-B/32-B swizzle row of the bf16 D staging tile for this BLOCK_N, or 0
 /// (no swizzle: rows of BLOCK_N * 2 bytes) when BLOCK_N is an odd multiple of 8.

@@ -55,9 +55,11 @@ __device__ __forceinline__ void moe_gemm2_scatter_contiguous(const ptx::TmaDescr
                                                              const ptx::TmaDescriptor& tma_b,
                                                              const ptx::TmaDescriptor& tma_sfa,
                                                              const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
-  static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
-  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, 1>;
-  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN>, ScatterAddEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+  static_assert(kCluster == 1 || gemm_cluster_shares_a(kBlockM, kCluster),
+                "grouped schedulers pair CTAs only along N (256-row tiles sharing A)");
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
+  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN, kCluster>, ScatterAddEpilogue<T>>(tma_a, tma_b, tma_sfa,
+                                                                                               tma_d, p);
 }
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster>

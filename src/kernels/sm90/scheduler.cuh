@@ -88,7 +88,10 @@ __device__ __forceinline__ int tile_part_rows(u32 part, int valid, u32& row_offs
 /// With clusters of kCluster CTAs (TMA multicast of B), the unit of work is kCluster vertically
 /// adjacent tiles with the same N block; CTA rank r of a cluster takes the r-th. Both CTAs of a
 /// cluster therefore walk the same number of units; a unit hanging past M computes a ghost tile
-/// whose loads are zero-filled and whose stores TMA clips away.
+/// whose loads are zero-filled and whose stores TMA clips away. 256-row tiles pair along N instead
+/// (multicast of A, gemm_cluster_shares_a): the unit is two horizontally adjacent tiles with the
+/// same rows, and a unit hanging past N gives rank 1 a ghost tile that loads its share of A for
+/// rank 0 and stores nothing. Tail halves split a unit's rows, so both ranks take the same half.
 /// Split-K (kSplitK > 1, clusters of kSplitK CTAs along K, kCluster = 1): the unit is one tile, and
 /// the CTA of cluster rank r computes its r-th share of the K blocks (the shares differ by at most
 /// one block; the host requires kSplitK <= num_kb); rank 0 adds the others' partial sums
@@ -97,19 +100,22 @@ template <int kBlockM, int kBlockN, int kCluster = 1, int kSplitK = 1>
 struct DenseScheduler {
   static_assert(kSplitK == 1 || kCluster == 1, "split-K clusters do not multicast");
   static constexpr u32 kClusterSize = u32(kCluster * kSplitK);
-  /// Tail halves (GemmParams::tail_halves) for single-CTA units of 128- or 256-row tiles.
-  static constexpr bool kHalves = kBlockM >= 128 && kClusterSize == 1;
-  u32 num_units_m, num_n_blocks, num_units, group, rank, stride;
+  static constexpr bool kPairN = gemm_cluster_shares_a(kBlockM, kCluster);
+  static constexpr u32 kUnitM = kPairN || kSplitK > 1 ? 1u : u32(kCluster);  // tiles per unit along M
+  static constexpr u32 kUnitN = kPairN ? u32(kCluster) : 1u;                   // ... and along N
+  /// Tail halves (GemmParams::tail_halves) for units of whole rows of 128- or 256-row tiles.
+  static constexpr bool kHalves = kBlockM >= 128 && kUnitM == 1 && kSplitK == 1;
+  u32 num_units_m, num_n_units, num_units, group, rank, stride;
   u32 next_index;
   u32 kb_begin = 0, kb_end = 0;
   u32 m;
   TailHalves tail;
 
   __device__ __forceinline__ explicit DenseScheduler(const GemmParams& p)
-      : num_units_m(((p.m + kBlockM - 1) / kBlockM + kCluster - 1) / kCluster),
-        num_n_blocks((p.n + kBlockN - 1) / kBlockN),
-        num_units(num_units_m * num_n_blocks),
-        group(p.raster_group >= kCluster ? p.raster_group / kCluster : 1),
+      : num_units_m(((p.m + kBlockM - 1) / kBlockM + kUnitM - 1) / kUnitM),
+        num_n_units(((p.n + kBlockN - 1) / kBlockN + kUnitN - 1) / kUnitN),
+        num_units(num_units_m * num_n_units),
+        group(p.raster_group >= kUnitM ? p.raster_group / kUnitM : 1),
         rank(blockIdx.x % kClusterSize),
         stride(gridDim.x / kClusterSize),
         next_index(blockIdx.x / kClusterSize),
@@ -127,9 +133,10 @@ struct DenseScheduler {
       u32 part = 0;
       const u32 idx = tail.tile_of(next_index, part);
       next_index += stride;
-      u32 m_unit, n_block;
-      raster(idx, num_units_m, num_n_blocks, group, m_unit, n_block);
-      const u32 m_block = kSplitK > 1 ? m_unit : m_unit * kCluster + rank;
+      u32 m_unit, n_unit;
+      raster(idx, num_units_m, num_n_units, group, m_unit, n_unit);
+      const u32 m_block = kUnitM > 1 ? m_unit * kUnitM + rank : m_unit;
+      const u32 n_block = kUnitN > 1 ? n_unit * kUnitN + rank : n_unit;
       // A whole tile's M tail is clipped by the TMA store; a half tile stores its valid rows only.
       u32 offset;
       const int rows = tile_part_rows<kBlockM / 2>(part, part ? int(m - m_block * kBlockM) : kBlockM, offset);
@@ -178,7 +185,8 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 /// A unit is skipped only when its first tile has no valid row, so both CTAs of a cluster walk the
 /// same units; a tile of the unit past the valid rows is computed on padding rows of the same
 /// segment (valid_rows = 0) and its epilogue must tolerate that.
-/// 256-row tiles (one pass, clusters of one): unit u is rows [256 u, 256 u + 256) of the layout.
+/// 256-row tiles (one pass): unit u is rows [256 u, 256 u + 256) of the layout (with clusters of
+/// two, at two horizontally adjacent N blocks, CTA rank r taking the r-th: the pair shares A).
 /// Segments are 128-aligned, so a unit meets at most two groups; when its first group's segment
 /// ends after 128 rows, the unit yields two tiles of at most 128 valid rows (one wave each), the
 /// second with the next group, handed out right after the first. With GemmParams::tail_halves the
@@ -188,27 +196,29 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 /// units are taken by one atomic per unit.
 template <int kBlockM, int kBlockN, int kCluster = 1>
 struct ContiguousScheduler {
-  static constexpr u32 kUnitRows = u32(kBlockM * kCluster);
-  static constexpr bool kWide = kUnitRows > 128;  // 256-row tiles
-  static_assert(128 % kUnitRows == 0 || (kUnitRows == 256 && kCluster == 1),
-                "a cluster's tiles must stay inside one 128-row segment; 256-row tiles run alone");
+  static constexpr bool kWide = kBlockM > 128;  // 256-row tiles
+  static constexpr bool kPairN = gemm_cluster_shares_a(kBlockM, kCluster);
+  static constexpr u32 kUnitRows = kWide ? u32(kBlockM) : u32(kBlockM * kCluster);
+  static constexpr u32 kUnitN = kPairN ? u32(kCluster) : 1u;  // N blocks per unit
+  static_assert(128 % kUnitRows == 0 || (kUnitRows == 256 && (kCluster == 1 || kPairN)),
+                "a cluster's tiles must stay inside one 128-row segment; 256-row tiles pair along N");
   static constexpr u32 kPasses = kWide ? 1 : 128 / kUnitRows;
   static constexpr u32 kNone = 0xffffffffu;
   const GemmParams& p;
-  u32 num_blocks, num_n_blocks, units_per_pass, num_units, group, rank, stride, next_index;
+  u32 num_blocks, num_n_units, units_per_pass, num_units, group, rank, stride, next_index;
   u32 started = 0, passes_checked = 0;  // flags (u32: bool members were kept in local memory)
   u32 used_rows = 0;
   TailHalves tail;  // kWide
   u32 pending_m0 = kNone, pending_n0 = 0;  // kWide: the second tile of a unit that meets two groups
 
   __device__ __forceinline__ explicit ContiguousScheduler(const GemmParams& params)
-      : p(params), num_n_blocks((params.n + kBlockN - 1) / kBlockN),
+      : p(params), num_n_units(((params.n + kBlockN - 1) / kBlockN + kUnitN - 1) / kUnitN),
         group(params.raster_group ? params.raster_group : 1), rank(blockIdx.x % kCluster),
         stride(gridDim.x / kCluster), next_index(blockIdx.x / kCluster) {
     const u32 used = u32(ptx::ld_chain(p.group_offsets + p.num_groups));
     num_blocks = ((used < p.m ? used : p.m) + (kWide ? 255 : 127)) / (kWide ? 256 : 128);
     used_rows = used < p.m ? used : p.m;
-    units_per_pass = num_blocks * num_n_blocks;
+    units_per_pass = num_blocks * num_n_units;
     num_units = units_per_pass * kPasses;
     tail = TailHalves(num_units, stride, kWide && p.tail_halves != 0);
   }
@@ -293,10 +303,10 @@ struct ContiguousScheduler {
       if (unit >= tail.units) return false;
       u32 part = 0;
       const u32 idx = tail.tile_of(unit, part);
-      u32 m_unit, n_block;
-      raster(idx, num_blocks, num_n_blocks, group, m_unit, n_block);
+      u32 m_unit, n_unit;
+      raster(idx, num_blocks, num_n_units, group, m_unit, n_unit);
       const u32 unit_m0 = m_unit * 256u;
-      const u32 n0 = n_block * kBlockN;
+      const u32 n0 = (n_unit * kUnitN + rank) * kBlockN;
       if (part != 0) {  // a half: rows [m0, m0 + 128) alone
         const u32 m0 = unit_m0 + (part == 2 ? 128u : 0u);
         if (m0 < used_rows && wide_tile(m0, n0, m0 + 128u, t, seg_end)) return true;
@@ -323,7 +333,7 @@ struct ContiguousScheduler {
       if (idx >= num_units) return false;
       u32 m_unit, n_block;  // m_unit: the unit's first row / kUnitRows
       if (p.sched_one_pass || kPasses == 1) {
-        raster(idx, num_blocks * kPasses, num_n_blocks, group, m_unit, n_block);
+        raster(idx, num_blocks * kPasses, num_n_units, group, m_unit, n_block);
       } else {
         const u32 pass = idx / units_per_pass;
         if (pass > 0 && !passes_checked) {
@@ -334,7 +344,7 @@ struct ContiguousScheduler {
           }
         }
         u32 block;
-        raster(idx - pass * units_per_pass, num_blocks, num_n_blocks, group, block, n_block);
+        raster(idx - pass * units_per_pass, num_blocks, num_n_units, group, block, n_block);
         m_unit = block * kPasses + pass;
       }
       const u32 unit_m0 = m_unit * kUnitRows;
@@ -360,27 +370,34 @@ struct ContiguousScheduler {
 /// min(counts[g], max_m) are valid. Tiles are numbered (group, n block, m tile) with the M tile
 /// fastest; tiles past a group's count are skipped, so empty groups cost one read each.
 /// With 128-row tiles and GemmParams::tail_halves, the last partial wave of the tile numbering
-/// (valid or not: the counts are not read ahead) is handed out in 64-row halves (TailHalves).
-template <int kBlockM, int kBlockN>
+/// (valid or not: the counts are not read ahead) is handed out in halves (TailHalves: 64 rows of a
+/// 128-row tile, 128 of a 256-row one).
+/// 256-row tiles in clusters of two pair along N (gemm_cluster_shares_a): a unit is two adjacent N
+/// blocks of the same rows, CTA rank r taking the r-th (past N: a ghost tile that only loads its
+/// share of A); both ranks read the same count, so they skip the same units.
+template <int kBlockM, int kBlockN, int kCluster = 1>
 struct MaskedScheduler {
+  static_assert(kCluster == 1 || gemm_cluster_shares_a(kBlockM, kCluster), "masked pairs share A (256-row tiles)");
   const GemmParams& p;
-  u32 m_tiles_per_group, num_n_blocks, num_tiles, next_index;
+  u32 m_tiles_per_group, num_n_units, num_tiles, rank, stride, next_index;
   TailHalves tail;
 
   __device__ __forceinline__ explicit MaskedScheduler(const GemmParams& params)
       : p(params),
         m_tiles_per_group((params.group_max_m + kBlockM - 1) / kBlockM),
-        num_n_blocks((params.n + kBlockN - 1) / kBlockN),
-        num_tiles(params.num_groups * m_tiles_per_group * num_n_blocks),
-        next_index(blockIdx.x),
-        tail(num_tiles, gridDim.x, kBlockM >= 128 && params.tail_halves != 0) {}
+        num_n_units(((params.n + kBlockN - 1) / kBlockN + kCluster - 1) / kCluster),
+        num_tiles(params.num_groups * m_tiles_per_group * num_n_units),
+        rank(blockIdx.x % kCluster),
+        stride(gridDim.x / kCluster),
+        next_index(blockIdx.x / kCluster),
+        tail(num_tiles, stride, kBlockM >= 128 && params.tail_halves != 0) {}
 
   __device__ __forceinline__ bool next(Tile& t) {
     while (next_index < tail.units) {
       u32 part = 0;
       const u32 idx = tail.tile_of(next_index, part);
-      next_index += gridDim.x;
-      const u32 per_group = m_tiles_per_group * num_n_blocks;
+      next_index += stride;
+      const u32 per_group = m_tiles_per_group * num_n_units;
       const u32 g = idx / per_group;
       const u32 r = idx - g * per_group;
       const u32 m_tile = r % m_tiles_per_group;
@@ -390,7 +407,7 @@ struct MaskedScheduler {
       const int valid = tile_part_rows<kBlockM / 2>(part, count - int(m_tile * kBlockM), offset);
       if (valid <= 0) continue;
       t.m0 = g * p.group_max_m + m_tile * kBlockM + offset;
-      t.n0 = (r / m_tiles_per_group) * kBlockN;
+      t.n0 = ((r / m_tiles_per_group) * kCluster + rank) * kBlockN;
       t.valid_rows = valid < kBlockM ? u32(valid) : u32(kBlockM);
       set_group(t, p, g);
       return true;
