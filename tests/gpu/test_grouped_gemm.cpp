@@ -31,6 +31,7 @@
 #include <cuda_runtime_api.h>
 
 #include "moekit/moekit.h"
+#include "gemm/gemm_launch.h"
 #include "runtime/device_buffer.h"
 #include "runtime/random.h"
 
@@ -182,10 +183,18 @@ class GroupedData {
     return a;
   }
 
-  // Enqueues the GEMM with the device offsets / counts (whatever they hold at run time).
-  void run(cudaStream_t stream) const {
-    if (p_.masked) moekit::grouped_gemm_fp8_masked(args(), p_.max_m, counts_device(), stream);
-    else moekit::grouped_gemm_fp8_contiguous(args(), rows_, offsets_device(), counts_device(), stream);
+  // Enqueues the GEMM with the device offsets / counts (whatever they hold at run time); contiguous
+  // with `tile_counter` (zeroed here first): dynamic units, as the MoE layer runs its GEMM2.
+  void run(cudaStream_t stream, unsigned* tile_counter = nullptr) const {
+    if (p_.masked) {
+      moekit::grouped_gemm_fp8_masked(args(), p_.max_m, counts_device(), stream);
+    } else if (tile_counter != nullptr) {
+      ASSERT_EQ(cudaMemsetAsync(tile_counter, 0, sizeof(unsigned), stream), cudaSuccess);
+      moekit::detail::grouped_gemm_fp8_contiguous_counted(args(), rows_, offsets_device(), counts_device(),
+                                                         tile_counter, stream);
+    } else {
+      moekit::grouped_gemm_fp8_contiguous(args(), rows_, offsets_device(), counts_device(), stream);
+    }
   }
 
   // Checks D (already finished) against `counts`: see the file comment.
@@ -310,12 +319,12 @@ void expect_good(const Check& r, const std::string& what) {
 }
 
 // Builds, runs and checks one problem with its own counts.
-void run_problem(const Problem& p, uint64_t seed) {
+void run_problem(const Problem& p, uint64_t seed, unsigned* tile_counter = nullptr) {
   const std::string what = describe(p, p.counts);
   SCOPED_TRACE(what);
   Stream s;
   GroupedData g(p, seed, s);
-  g.run(s);
+  g.run(s, tile_counter);
   finish(s, what);
   expect_good(g.check(p.counts, seed), what);
 }
@@ -468,6 +477,27 @@ TEST(GroupedGemmWideTiles, ContiguousAndMasked) {
     run_problem(make_problem("masked", true, uniform_counts(6, 0, int32_t(max_m), seed), {256, 512, false}, max_m),
                 ++seed);
   run_problem(make_problem("masked_full", true, Counts(3, 256), {200, 384, true}, 256), ++seed);
+}
+
+// 256-row tiles with dynamic units (a tile counter, as the MoE layer's prefill GEMM2 runs them),
+// forced with 20 CTAs: the first unit static, the rest claimed, units meeting two groups.
+TEST(GroupedGemmWideTiles, DynamicUnits) {
+  struct EnvConfig {
+    EnvConfig() { setenv("MOEKIT_GROUPED_CONFIG", "m256n128s3g4x20c1", 1); }
+    ~EnvConfig() { unsetenv("MOEKIT_GROUPED_CONFIG"); }
+  } env;
+  moekit::detail::DeviceBuffer counter(sizeof(unsigned));
+  uint64_t seed = 9500;
+  int runs = 0;
+  for (const Layout& l : contiguous_layouts()) {
+    if (!shape_fits({256, 512, false}, l.counts)) continue;
+    run_problem(make_problem(l.name, false, l.counts, {256, 512, false}), ++seed, counter.as<unsigned>());
+    ++runs;
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GE(runs, 10);
+  run_problem(make_problem("straddles", false, {128, 300, 129, 0, 128, 1, 700, 256, 255}, {256, 512, false}), ++seed,
+              counter.as<unsigned>());
 }
 
 // 256-row tiles in pairs sharing A (clusters of two along N), forced with 20 CTAs = 10 clusters and
