@@ -1,4 +1,4 @@
-# v22 device call 7: which GEMM2 config the layer picks at T = 16384 (MOEKIT_LOG_CONFIG), and an
+# v22 device call 6: which GEMM2 config the layer picks at T = 16384 (MOEKIT_LOG_CONFIG), and an
 # A/B of the main job at T = 4096 / 16384 with 256-row tiles on (default) and off
 # (MOEKIT_WIDE_TILES=0: the prefill GEMM2 on 128-row tiles as in v21), three interleaved rounds;
 # then the sanitizers of v22_final2.sh.
