@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -451,81 +452,61 @@ TEST(GroupedGemmContiguous, LayoutsAndShapes) {
   EXPECT_GE(runs, 30);
 }
 
-// 256-row tiles (two waves of 128 rows), forced through MOEKIT_GROUPED_CONFIG with 20 CTAs: units
-// that meet two groups (128-row segments, segments ending at an odd 128-row block) become two
-// one-wave tiles; tail halves; skewed, empty, single-row, all-to-one and random layouts; masked groups with
-// counts around 128 and 256 (and tail halves of 128 rows).
-TEST(GroupedGemmWideTiles, ContiguousAndMasked) {
-  struct EnvConfig {
-    EnvConfig() { setenv("MOEKIT_GROUPED_CONFIG", "m256n128s3g4x20c1", 1); }
-    ~EnvConfig() { unsetenv("MOEKIT_GROUPED_CONFIG"); }
-  } env;
-  uint64_t seed = 9100;
+// A grouped configuration forced through MOEKIT_GROUPED_CONFIG for one test's scope.
+struct ForcedGroupedConfig {
+  explicit ForcedGroupedConfig(const char* config) { setenv("MOEKIT_GROUPED_CONFIG", config, 1); }
+  ~ForcedGroupedConfig() { unsetenv("MOEKIT_GROUPED_CONFIG"); }
+};
+
+// The 256-row tile cases under a forced configuration: every contiguous layout with `shapes` (N 2880
+// only up to 3000 rows), straddling segments at N = `n`, tail halves at N = `n_halves`, masked groups
+// with counts around 128 and 256 at N = `n`. With `tile_counter`: the contiguous cases only, units
+// claimed dynamically.
+void run_wide_cases(uint64_t seed, std::initializer_list<Shape> shapes, int min_runs, int64_t n, int64_t n_halves,
+                    unsigned* tile_counter = nullptr) {
   int runs = 0;
   for (const Layout& l : contiguous_layouts())
-    for (const Shape& s : {Shape{256, 512, false}, Shape{200, 384, true}, Shape{2880, 2880, false}}) {
+    for (const Shape& s : shapes) {
       if (!shape_fits(s, l.counts) || (s.n == 2880 && total_of(l.counts) > 3000)) continue;
-      run_problem(make_problem(l.name, false, l.counts, s), ++seed);
+      run_problem(make_problem(l.name, false, l.counts, s), ++seed, tile_counter);
       ++runs;
-      if (HasFatalFailure()) return;
+      if (::testing::Test::HasFatalFailure()) return;
     }
-  EXPECT_GE(runs, 25);
-  run_problem(make_problem("straddles", false, {128, 300, 129, 0, 128, 1, 700, 256, 255}, {256, 512, false}), ++seed);
-  // 13 units x 2 N blocks on 20 CTAs: the last 6 units go out as 12 halves.
-  run_problem(make_problem("halves", false, {3000, 0, 17}, {256, 512, false}), ++seed);
+  EXPECT_GE(runs, min_runs);
+  run_problem(make_problem("straddles", false, {128, 300, 129, 0, 128, 1, 700, 256, 255}, {n, 512, false}), ++seed,
+              tile_counter);
+  if (tile_counter != nullptr) return;
+  run_problem(make_problem("halves", false, {3000, 0, 17}, {n_halves, 512, false}), ++seed);
   for (int64_t max_m : {100, 256, 300})
-    run_problem(make_problem("masked", true, uniform_counts(6, 0, int32_t(max_m), seed), {256, 512, false}, max_m),
+    run_problem(make_problem("masked", true, uniform_counts(6, 0, int32_t(max_m), seed), {n, 512, false}, max_m),
                 ++seed);
   run_problem(make_problem("masked_full", true, Counts(3, 256), {200, 384, true}, 256), ++seed);
 }
 
-// 256-row tiles with dynamic units (a tile counter, as the MoE layer's prefill GEMM2 runs them),
-// forced with 20 CTAs: the first unit static, the rest claimed, units meeting two groups.
+// 256-row tiles (two waves of 128 rows), single CTAs: units that meet two groups (128-row segments,
+// segments ending at an odd 128-row block) become two one-wave tiles; tail halves (13 units x 2 N
+// blocks on 20 CTAs: the last 6 units go out as 12 halves); skewed, empty, single-row, all-to-one and
+// random layouts; masked groups with counts around 128 and 256 (and tail halves of 128 rows).
+TEST(GroupedGemmWideTiles, ContiguousAndMasked) {
+  ForcedGroupedConfig env("m256n128s3g4x20c1");
+  run_wide_cases(9100, {Shape{256, 512, false}, Shape{200, 384, true}, Shape{2880, 2880, false}}, 25, 256, 256);
+}
+
+// 256-row tiles with dynamic units (a tile counter, as the MoE layer's prefill GEMM2 runs them): the
+// first unit static, the rest claimed, units meeting two groups.
 TEST(GroupedGemmWideTiles, DynamicUnits) {
-  struct EnvConfig {
-    EnvConfig() { setenv("MOEKIT_GROUPED_CONFIG", "m256n128s3g4x20c1", 1); }
-    ~EnvConfig() { unsetenv("MOEKIT_GROUPED_CONFIG"); }
-  } env;
+  ForcedGroupedConfig env("m256n128s3g4x20c1");
   moekit::detail::DeviceBuffer counter(sizeof(unsigned));
-  uint64_t seed = 9500;
-  int runs = 0;
-  for (const Layout& l : contiguous_layouts()) {
-    if (!shape_fits({256, 512, false}, l.counts)) continue;
-    run_problem(make_problem(l.name, false, l.counts, {256, 512, false}), ++seed, counter.as<unsigned>());
-    ++runs;
-    if (HasFatalFailure()) return;
-  }
-  EXPECT_GE(runs, 10);
-  run_problem(make_problem("straddles", false, {128, 300, 129, 0, 128, 1, 700, 256, 255}, {256, 512, false}), ++seed,
-              counter.as<unsigned>());
+  run_wide_cases(9500, {Shape{256, 512, false}}, 10, 256, 256, counter.as<unsigned>());
 }
 
-// 256-row tiles in pairs sharing A (clusters of two along N), forced with 20 CTAs = 10 clusters and
-// BLOCK_N 112: 512 columns are 5 N blocks, so every unit's second tile of the last pair is a ghost
-// (rank 1 past N only loads its half of A for rank 0); units that meet two groups (one-wave tiles,
-// whose one A box rank 0 loads for both); tail halves (13 units of 224 columns on 10 clusters);
-// masked groups with counts around 128 and 256.
+// 256-row tiles in pairs sharing A (clusters of two along N), 10 clusters, BLOCK_N 112: 512 columns
+// are 5 N blocks, so every unit's second tile of the last pair is a ghost (rank 1 past N only loads
+// its half of A for rank 0); units that meet two groups (one-wave tiles, whose one A box rank 0
+// loads for both); tail halves (13 units of 224 columns on 10 clusters); masked counts.
 TEST(GroupedGemmWideTiles, PairsSharingA) {
-  struct EnvConfig {
-    EnvConfig() { setenv("MOEKIT_GROUPED_CONFIG", "m256n112s3g4x20c2", 1); }
-    ~EnvConfig() { unsetenv("MOEKIT_GROUPED_CONFIG"); }
-  } env;
-  uint64_t seed = 9300;
-  int runs = 0;
-  for (const Layout& l : contiguous_layouts())
-    for (const Shape& s : {Shape{512, 512, false}, Shape{200, 384, true}}) {
-      if (!shape_fits(s, l.counts)) continue;
-      run_problem(make_problem(l.name, false, l.counts, s), ++seed);
-      ++runs;
-      if (HasFatalFailure()) return;
-    }
-  EXPECT_GE(runs, 16);
-  run_problem(make_problem("straddles", false, {128, 300, 129, 0, 128, 1, 700, 256, 255}, {512, 512, false}), ++seed);
-  run_problem(make_problem("halves", false, {3000, 0, 17}, {224, 512, false}), ++seed);
-  for (int64_t max_m : {100, 256, 300})
-    run_problem(make_problem("masked", true, uniform_counts(6, 0, int32_t(max_m), seed), {512, 512, false}, max_m),
-                ++seed);
-  run_problem(make_problem("masked_full", true, Counts(3, 256), {200, 384, true}, 256), ++seed);
+  ForcedGroupedConfig env("m256n112s3g4x20c2");
+  run_wide_cases(9300, {Shape{512, 512, false}, Shape{200, 384, true}}, 16, 512, 224);
 }
 
 // The allocation may be larger than the upper bound: rows past offsets[E] are ignored.
