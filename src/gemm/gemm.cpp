@@ -166,14 +166,15 @@ void print_gemm_trace(unsigned long long* trace, unsigned ctas, const char* body
   cudaFree(trace);
   unsigned long long t0 = ~0ull;
   for (unsigned i = 0; i < ctas; ++i) t0 = std::min(t0, h[kSlots * i]);
-  const char* names[kSlots] = {"entry", "scheduled", "first_stage", "mma_done", "epi_issued", "exit"};
+  constexpr unsigned kStamps = 6;
+  const char* names[kStamps] = {"entry", "scheduled", "first_stage", "mma_done", "epi_issued", "exit"};
   auto summary = [](std::vector<double> v) {
     if (v.empty()) return std::string("-");
     std::sort(v.begin(), v.end());
     return concat(v.front(), "/", v[v.size() / 2], "/", v.back());
   };
   std::string at = "at", gap = "gaps";
-  for (unsigned j = 0; j < kSlots; ++j) {
+  for (unsigned j = 0; j < kStamps; ++j) {
     std::vector<double> abs_us, gap_us;
     for (unsigned i = 0; i < ctas; ++i) {
       const unsigned long long* r = &h[size_t(kSlots) * i];
@@ -184,8 +185,38 @@ void print_gemm_trace(unsigned long long* trace, unsigned ctas, const char* body
     at += concat(" ", names[j], " ", summary(abs_us), ";");
     if (j) gap += concat(" ", names[j - 1], "->", names[j], " ", summary(gap_us), ";");
   }
-  std::fprintf(stderr, "moekit trace %s %s (us, min/med/max over CTAs)\n  %s\n  %s\n", body, c.str().c_str(),
-               at.c_str(), gap.c_str());
+  // Per tile position i (a CTA's i-th tile): the time from the previous tile's K loop end (the
+  // first stage for i = 0) to this one's, over the CTAs that ran an i-th tile.
+  std::string per_tile = "tile K-loop spans (from the previous end)";
+  for (unsigned i = 0; i < sm90::kGemmTraceTiles; ++i) {
+    std::vector<double> span;
+    for (unsigned c = 0; c < ctas; ++c) {
+      const unsigned long long* r = &h[size_t(kSlots) * c];
+      if (r[sm90::kGemmTraceSlotTiles] <= i) continue;
+      const unsigned long long from = i ? r[sm90::kGemmTraceSlotTile0 + i - 1] : r[2];
+      if (from) span.push_back(double(r[sm90::kGemmTraceSlotTile0 + i] - from) * 1e-3);
+    }
+    if (span.empty()) break;
+    per_tile += concat(" #", i, "(", span.size(), ") ", summary(span), ";");
+  }
+  std::fprintf(stderr, "moekit trace %s %s (us, min/med/max over CTAs)\n  %s\n  %s\n  %s\n", body, c.str().c_str(),
+               at.c_str(), gap.c_str(), per_tile.c_str());
+  // MOEKIT_TRACE_DUMP=<file>: every CTA's row appended (us from the first entry; SM id; tile count).
+  if (const char* path = std::getenv("MOEKIT_TRACE_DUMP"); path && *path) {
+    if (FILE* f = std::fopen(path, "a")) {
+      std::fprintf(f, "# %s %s: cta sm tiles entry scheduled first_stage exit tile_ends...\n", body, c.str().c_str());
+      for (unsigned i = 0; i < ctas; ++i) {
+        const unsigned long long* r = &h[size_t(kSlots) * i];
+        auto us = [&](unsigned long long v) { return v ? double(v - t0) * 1e-3 : -1.0; };
+        std::fprintf(f, "%u %llu %llu %.3f %.3f %.3f %.3f", i, r[sm90::kGemmTraceSlotSm], r[sm90::kGemmTraceSlotTiles],
+                     us(r[0]), us(r[1]), us(r[2]), us(r[5]));
+        for (unsigned j = 0; j < sm90::kGemmTraceTiles && j < r[sm90::kGemmTraceSlotTiles]; ++j)
+          std::fprintf(f, " %.3f", us(r[sm90::kGemmTraceSlotTile0 + j]));
+        std::fprintf(f, "\n");
+      }
+      std::fclose(f);
+    }
+  }
 }
 }  // namespace
 

@@ -51,6 +51,13 @@ __device__ __forceinline__ unsigned long long globaltimer() {
   return t;
 }
 
+/// The SM this thread runs on (diagnostics only).
+__device__ __forceinline__ unsigned smid() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+
 /// 32-bit shared-state-space address of a generic pointer into shared memory.
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   u32 r;

@@ -606,6 +606,12 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
       }
     }
     stamp(3);
+    if (p.trace != nullptr && threadIdx.x == 0) {  // this tile's K loop end, and the tile count
+      unsigned long long* row = p.trace + kGemmTraceSlots * blockIdx.x;
+      const unsigned long long n = row[kGemmTraceSlotTiles];
+      if (n < kGemmTraceTiles) row[kGemmTraceSlotTile0 + n] = row[3];
+      row[kGemmTraceSlotTiles] = n + 1;
+    }
     if constexpr (T::kSplitK > 1) {
       if (!split.reduce(out, threadIdx.x)) {  // a share handed to rank 0, which stores the tile
         tiles.release();
@@ -713,7 +719,10 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   constexpr u32 kStaging = gemm_staging_bytes(Epilogue::kSmemBytes, T::kBlockM, T::kBlockN, T::kSplitK);
   static_assert(kStaging % 1024 == 0, "the split-K partials keep the stages 1024-byte aligned");
 
-  if (p.trace != nullptr && threadIdx.x == 0) p.trace[kGemmTraceSlots * blockIdx.x] = ptx::globaltimer();
+  if (p.trace != nullptr && threadIdx.x == 0) {
+    p.trace[kGemmTraceSlots * blockIdx.x] = ptx::globaltimer();
+    p.trace[kGemmTraceSlots * blockIdx.x + kGemmTraceSlotSm] = ptx::smid();
+  }
   extern __shared__ ptx::u8 smem_raw[];
   const u32 raw = ptx::smem_addr(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;

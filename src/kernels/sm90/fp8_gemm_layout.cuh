@@ -142,9 +142,10 @@ struct GemmParams {
   /// 1 when launched with programmatic dependent launch (the griddepcontrol instructions are only
   /// executed then).
   unsigned pdl;
-  /// Diagnostics (null in production): per CTA, kGemmTraceSlots timestamps (ns) written by the
-  /// first math thread — entry, first tile scheduled, first stage ready, last tile's K loop done,
-  /// last tile's epilogue issued, exit.
+  /// Diagnostics (null in production, zeroed by the host): per CTA, kGemmTraceSlots values written
+  /// by the first math thread — timestamps (ns) of entry, first tile scheduled, first stage ready,
+  /// last tile's K loop done, last tile's epilogue issued, exit; then the K loop end of each of the
+  /// first kGemmTraceTiles tiles, the SM id and the number of tiles (kGemmTraceSlot*).
   unsigned long long* trace;
   /// Dynamic tile scheduling (contiguous scheduler, clusters of 1): null = static (CTA c takes
   /// units c, c + G, c + 2G, ... of the rasterized order); else a device counter that is 0 when the
@@ -188,7 +189,11 @@ struct GemmParams {
   unsigned sa_gather_ld;
 };
 
-inline constexpr unsigned kGemmTraceSlots = 6;
+inline constexpr unsigned kGemmTraceTiles = 12;
+inline constexpr unsigned kGemmTraceSlotTile0 = 6;  ///< K loop end of tile i at slot 6 + i
+inline constexpr unsigned kGemmTraceSlotSm = kGemmTraceSlotTile0 + kGemmTraceTiles;
+inline constexpr unsigned kGemmTraceSlotTiles = kGemmTraceSlotSm + 1;
+inline constexpr unsigned kGemmTraceSlots = kGemmTraceSlotTiles + 1;
 
 /// Shared memory of the MoE GEMM1 epilogue for a 64-row tile: the FP8 tile of 128 h columns
 /// (128-byte swizzled rows) and the two warpgroups' row maxima, rounded to 1024 bytes.
