@@ -1,8 +1,8 @@
 # v23 device call 2: first-tile L2 prefetch and the exit's read-only store wait (compile-time
-# (A record of what ran: the switches it sets were removed after the call, as the measurements were negative; perf-notes v23.)
 # switches, A/B through MOEKIT_JIT_DEFINES) and B streaming ahead of the loads (MOEKIT_B_PREFETCH),
 # on bench grouped (DeepGEMM's rows, decode-like masked) and the dense M = 4096 shapes. Interleaved
 # rounds; the GEMM tests first.
+# (A record of what ran: the switches it sets were removed after the call, as the measurements were negative; perf-notes v23.)
 GTEST_FILTER='GemmFp8*:Grouped*:Masked*:Contiguous*' source scripts/exp/gpu_suite.sh
 source scripts/exp/bench_lib.sh
 OLD="MOEKIT_FIRST_TILE_PREFETCH=0,MOEKIT_EXIT_WAIT_READ=0"

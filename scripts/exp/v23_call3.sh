@@ -1,7 +1,7 @@
 # v23 device call 3: first-tile prefetch by the producer's idle warps (prefetch.global.L2 lines),
-# (A record of what ran: the switches it sets were removed after the call, as the measurements were negative; perf-notes v23.)
 # A/B through MOEKIT_JIT_DEFINES=MOEKIT_FIRST_TILE_PREFETCH=0, three interleaved rounds; then a
 # trace of the masked rows with it.
+# (A record of what ran: the switches it sets were removed after the call, as the measurements were negative; perf-notes v23.)
 SKIP_TESTS=1 source scripts/exp/gpu_suite.sh
 source scripts/exp/bench_lib.sh
 run_variant() {  # NAME ROUND ENV...
