@@ -1,8 +1,8 @@
 # v24 device call 5: the deferred epilogue (a tile's epilogue under the next tile's first two K
 # blocks, pipelined 128- and 64-row tiles; MOEKIT_EPI_OVERLAP, default 1). GPU suite with it, then
 # an A/B (MOEKIT_JIT_DEFINES=MOEKIT_EPI_OVERLAP=0 / 1) in two interleaved rounds: the masked rows,
-# (A record of what ran: the switch it sets was removed after the call, as it measured slower; perf-notes v24.)
 # bench gemm (M = 4096 and small M) and the main job at T = 1 ... 4096, no baselines.
+# (A record of what ran: the switch it sets was removed after the call, as it measured slower; perf-notes v24.)
 source scripts/exp/gpu_suite.sh
 source scripts/exp/bench_lib.sh
 MASKED="--case masked:1:1024:7168:2048 --case masked:2:512:7168:2048 --case masked:4:256:7168:2048 --case masked:1:1024:4096:7168 --case masked:2:512:4096:7168 --case masked:4:256:4096:7168 --case masked:32:64:4096:7168 --case masked:256:16:7168:2048"
