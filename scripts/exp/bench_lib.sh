@@ -7,6 +7,8 @@
 #   main_benches             the same and the main job
 #   halves_ab ROUND...       tail-halves A/B (MOEKIT_TAIL_HALVES=0 / 1) on the masked cases
 #   sanitize                 memcheck over $MEMCHECK_FILTER and racecheck over $RACECHECK_FILTER (build/)
+#   masked_round LABEL       bench grouped --no-baseline over $MASKED, one line "LABEL: rows us kKERN_US | ..."
+#   final_check              main_benches, three masked_rounds of DeepGEMM's masked rows, one traced launch (v23, v24)
 S4096=4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048
 
 gemm_summary() {
@@ -65,4 +67,19 @@ sanitize() {
   timeout ${RACECHECK_TIMEOUT:-250} compute-sanitizer --tool racecheck ./build/moekit_gpu_tests --gtest_filter="$RACECHECK_FILTER" > $OUT/racecheck.log 2>&1
   echo "racecheck rc=$?: $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' $OUT/racecheck.log | tail -3 | tr '\n' ' ')"
   echo "sanitizers took $(( $(date +%s) - t )) s"
+}
+
+# masked_round LABEL: the cases in $MASKED without baselines, one summary line (event-timed us, kernel-only us).
+masked_round() {
+  timeout 100 ./build/moekit bench grouped --no-baseline $MASKED > $OUT/m.txt 2>&1
+  echo "$1: $(awk '$1 == "masked" {printf "%s/%s/%s %s k%s | ", $2, $6, $7, $8, $14}' $OUT/m.txt)"
+}
+
+# final_check: the main benches, three more rounds of DeepGEMM's masked rows alone (their spread between
+# rounds) and one traced launch of 4 x 256 (7168, 2048).
+final_check() {
+  main_benches
+  MASKED="--case masked:1:1024:4096:7168 --case masked:1:1024:7168:2048 --case masked:2:512:4096:7168 --case masked:2:512:7168:2048 --case masked:4:256:4096:7168 --case masked:4:256:7168:2048"
+  for r in 1 2 3; do masked_round "masked r$r"; done
+  MOEKIT_TRACE_GEMM=fp8_gemm timeout 60 ./build/moekit bench grouped --no-baseline --reps 2 --case masked:4:256:7168:2048 2>&1 | grep -A3 "moekit trace" | tail -4
 }

@@ -3,11 +3,11 @@
 # event-timed us and kernel-only us; then one trace each way on 4 x 256 (7168, 2048).
 # (A record of what ran: the switch it sets was removed after the call, as it measured slower; perf-notes v24.)
 SKIP_TESTS=1 source scripts/exp/gpu_suite.sh
+source scripts/exp/bench_lib.sh
 MASKED="--case masked:1:1024:7168:2048 --case masked:2:512:7168:2048 --case masked:4:256:7168:2048 --case masked:1:1024:4096:7168 --case masked:4:256:4096:7168"
 for r in 1 2 3; do
   for v in 0 4 16 64; do
-    MOEKIT_JIT_DEFINES=MOEKIT_DIAG_BPF=$v timeout 100 ./build/moekit bench grouped --no-baseline $MASKED > $OUT/m.txt 2>&1
-    echo "bpf=$v r$r: $(awk '$1 == "masked" {printf "%s/%s/%s %s k%s | ", $2, $6, $7, $8, $14}' $OUT/m.txt)"
+    MOEKIT_JIT_DEFINES=MOEKIT_DIAG_BPF=$v masked_round "bpf=$v r$r"
   done
 done
 grep -i "error\|fail" $OUT/m.txt | head -3

@@ -3,12 +3,12 @@
 # only. Two interleaved rounds, event-timed and kernel-only us; traces of 4 x 256 (7168, 2048).
 # (A record of what ran: MOEKIT_DIAG_NO_EPI, a timing-only bound, was removed after the call; MOEKIT_DIAG_NO_LOADS stays.)
 SKIP_TESTS=1 source scripts/exp/gpu_suite.sh
+source scripts/exp/bench_lib.sh
 MASKED="--case masked:1:1024:7168:2048 --case masked:2:512:7168:2048 --case masked:4:256:7168:2048 --case masked:1:1024:4096:7168"
 for r in 1 2; do
   for v in none MOEKIT_DIAG_NO_EPI=1 MOEKIT_DIAG_NO_LOADS=1 MOEKIT_DIAG_NO_EPI=1,MOEKIT_DIAG_NO_LOADS=1; do
     if [ $v = none ]; then unset MOEKIT_JIT_DEFINES; else export MOEKIT_JIT_DEFINES=$v; fi
-    timeout 100 ./build/moekit bench grouped --no-baseline $MASKED > $OUT/m.txt 2>&1
-    echo "$v r$r: $(awk '$1 == "masked" {printf "%s/%s/%s %s k%s | ", $2, $6, $7, $8, $14}' $OUT/m.txt)"
+    masked_round "$v r$r"
   done
 done
 unset MOEKIT_JIT_DEFINES

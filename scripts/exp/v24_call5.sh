@@ -9,8 +9,7 @@ MASKED="--case masked:1:1024:7168:2048 --case masked:2:512:7168:2048 --case mask
 for r in 1 2; do
   for v in 0 1; do
     export MOEKIT_JIT_DEFINES=MOEKIT_EPI_OVERLAP=$v
-    timeout 100 ./build/moekit bench grouped --no-baseline $MASKED > $OUT/m.txt 2>&1
-    echo "overlap=$v r$r masked: $(awk '$1 == "masked" {printf "%s/%s/%s %s k%s | ", $2, $6, $7, $8, $14}' $OUT/m.txt)"
+    masked_round "overlap=$v r$r masked"
     timeout 120 ./build/moekit bench gemm --no-baseline > $OUT/gemm_o${v}_r$r.txt 2>&1
     echo "overlap=$v r$r gemm: $(awk '$1 ~ /^[0-9]+$/ && NF > 6 {printf "%sx%sx%s %s | ", $1,$2,$3,$5}' $OUT/gemm_o${v}_r$r.txt)"
     timeout 150 ./build/moekit bench moe --preset deepseek-v3 --no-baseline --no-check --tokens 1,64,256,1024,4096 > $OUT/moe.txt 2>&1
