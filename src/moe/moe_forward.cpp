@@ -48,6 +48,14 @@ constexpr int64_t kScatterAccBytesMax = int64_t(16) << 20;
 
 constexpr int kCounters = 2;
 
+// The permute stores each token's scales once and gathers them by row (TokenScales) from 2^19
+// per-slot scale stores (T * k * ceil(H / 128)) on. Measured on the H100 (perf-notes v25), permute
+// stage us, per-slot → gathered: deepseek-v3 T = 4096 (1.8 M stores) 142 → 114, T = 16384 (7.3 M)
+// 584 → 463; gpt-oss-120b T = 16384 (1.5 M) 123 → 110, T = 4096 (0.38 M) 32 → 32; mixtral-8x7b
+// T = 4096 (0.26 M) 30 → 33, T = 2048 17 → 20 (the second launch costs more than it saves there).
+bool token_scales_pay(int64_t num_tokens, int top_k, int64_t hidden) {
+  return num_tokens * top_k * ceil_div(hidden, kQuantBlock) >= (int64_t{1} << 19);
+}
 
 struct Plan : MoeSortRegions {  // sort, ws, ws_bytes, rows
   uint8_t* a_perm;
@@ -57,6 +65,7 @@ struct Plan : MoeSortRegions {  // sort, ws, ws_bytes, rows
   float* y_acc;     // fused GEMM2
   uint16_t* d2;     // deterministic GEMM2
   unsigned* counters;  // [kCounters] zeroed by the permute: GEMM1's and GEMM2's dynamic tile counters
+  float* sx_tokens;    // [T, ceil(H/128)]: the permute's token-major scales (TokenScales)
   size_t bytes;
 };
 
@@ -73,6 +82,7 @@ Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_cou
   p.y_acc = reinterpret_cast<float*>(c.take<char>(out_bytes));
   p.d2 = reinterpret_cast<uint16_t*>(p.y_acc);
   p.counters = c.take<unsigned>(kCounters);
+  p.sx_tokens = c.take<float>(t * ceil_div(h, kQuantBlock));
   p.bytes = c.used;
   return p;
 }
@@ -201,7 +211,10 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
   } else {
     if (!moe_diag_skip("permute_quant"))
       permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows,
-                                        p.a_perm, p.sa_perm, false, zero_acc, stream, p.counters, kCounters);
+                                        p.a_perm, p.sa_perm, false, zero_acc, stream, p.counters, kCounters,
+                                        token_scales_pay(a.num_tokens, a.top_k, a.hidden)
+                                            ? TokenScales{p.sx_tokens, sort.permuted_to_expanded}
+                                            : TokenScales{});
     moe_stage_mark("permute_quant", stream);
   }
 

@@ -5,14 +5,25 @@
 
 namespace moekit::detail {
 
+/// Optional scratch of permute_quantize_by_token_zeroing: with sx set, each token's scales go once
+/// to sx [T, ceil(H/128)] (token-major, 16-byte aligned) and a second kernel copies them into
+/// sa_perm row by row through permuted_to_expanded (moe_sort's map, consistent with
+/// expanded_to_permuted); the same bytes as the per-slot stores, which scatter 4-byte writes over
+/// every K block's column of sa_perm (perf-notes v25: 580 → ~440 us at T = 16384, deepseek-v3).
+struct TokenScales {
+  float* sx = nullptr;
+  const int32_t* permuted_to_expanded = nullptr;
+};
+
 /// permute_quantize_by_token, and (zero_acc non-null, 16-byte aligned) zero_acc[t, 0:H] = 0 for
 /// every token t in the same launch — the fused GEMM2's FP32 accumulator, without a memset — and
 /// zero_u32[0 : num_zero_u32] = 0 (the GEMMs' tile counters; one CTA writes them, so keep them
-/// few).
+/// few). `by_token`: see TokenScales (one more launch, PDL-chained).
 void permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
                                        const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm,
                                        float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream,
-                                       unsigned* zero_u32 = nullptr, int num_zero_u32 = 0);
+                                       unsigned* zero_u32 = nullptr, int num_zero_u32 = 0,
+                                       const TokenScales& by_token = {});
 
 /// Quantizes each token of x [T, H] bf16 once (1x128 scales, as quantize_act_1x128) into xq
 /// [T, H] FP8 and sx (physical A-scale layout over T rows) — the gather variant's GEMM1 input —

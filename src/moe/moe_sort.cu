@@ -383,6 +383,43 @@ __global__ void __launch_bounds__(kThreads) quantize_scatter_kernel(const Scatte
   }
 }
 
+// Fills sa_perm in row order from the token-major scales that quantize_scatter_kernel stored once
+// per token (ScatterParams::sa_token). Thread i takes permuted row i % rows and the 8 K blocks
+// [8c, 8c + 8) of c = i / rows: one 32-byte read of its token's scales, then 8 stores, each a
+// 128-byte line over a warp's 32 consecutive rows. Rows without a slot (padding) are not written, as
+// with the per-slot stores. PDL: every access after the wait.
+struct ScaleGatherParams {
+  const float* sx;                      // [T, groups]
+  const int32_t* permuted_to_expanded;  // [rows]
+  float* sa_perm;
+  int64_t rows;   // rows_bound
+  int64_t sa_ld;  // sfa_ld(rows_bound)
+  int64_t slots;  // T * k: valid expanded indices are [0, slots)
+  int top_k;
+  int groups;
+};
+
+constexpr int kScaleChunk = 8;  // K blocks per thread of gather_scales_kernel
+
+__global__ void __launch_bounds__(kThreads) gather_scales_kernel(const ScaleGatherParams p) {
+  ptx::griddep_wait();
+  ptx::griddep_launch_dependents();
+  const int64_t work = p.rows * ((p.groups + kScaleChunk - 1) / kScaleChunk);
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < work; i += int64_t(gridDim.x) * kThreads) {
+    const int64_t r = i % p.rows;
+    const int g0 = static_cast<int>(i / p.rows) * kScaleChunk;
+    const int32_t idx = p.permuted_to_expanded[r];
+    if (idx < 0 || idx >= p.slots) continue;
+    const float* src = p.sx + int64_t(idx / p.top_k) * p.groups;
+    float v[kScaleChunk];
+#pragma unroll
+    for (int u = 0; u < kScaleChunk; ++u) v[u] = g0 + u < p.groups ? src[g0 + u] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kScaleChunk; ++u)
+      if (g0 + u < p.groups) p.sa_perm[int64_t(g0 + u) * p.sa_ld + r] = v[u];
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------------------------
@@ -780,11 +817,19 @@ void detail::set_scatter_unroll(ScatterParams& q, int64_t num_tokens, int unroll
 void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_t hidden, int top_k,
                                                const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm,
                                                float* sa_perm, bool ue8m0, float* zero_acc, cudaStream_t stream,
-                                               unsigned* zero_u32, int num_zero_u32) {
+                                               unsigned* zero_u32, int num_zero_u32, const TokenScales& by_token) {
   ScatterParams q;
   if (!scatter_params("moekit::permute_quantize_by_token", x, num_tokens, hidden, top_k, expanded_to_permuted,
                       rows_bound, a_perm, sa_perm, zero_acc, zero_u32, num_zero_u32, q))
     return;
+  const bool gather_scales = by_token.sx != nullptr && rows_bound > 0 && expanded_to_permuted != nullptr;
+  if (gather_scales) {
+    MOEKIT_REQUIRE(by_token.permuted_to_expanded, ErrorCode::kInvalidArgument,
+                   "moekit::permute_quantize_by_token: token scales need permuted_to_expanded");
+    MOEKIT_REQUIRE(aligned_to(by_token.sx, 16) && aligned_to(by_token.permuted_to_expanded, 4),
+                   ErrorCode::kMisaligned, "moekit::permute_quantize_by_token: misaligned token scales or map");
+    q.sa_token = by_token.sx;
+  }
   const int groups = q.groups;
   auto launch = [&](auto unroll) {
     constexpr int U = decltype(unroll)::value;
@@ -797,6 +842,19 @@ void detail::permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens
     }
   };
   sm90::quant::with_act_unroll(num_tokens, groups, launch);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+  if (!gather_scales) return;
+  ScaleGatherParams g{};
+  g.sx = by_token.sx;
+  g.permuted_to_expanded = by_token.permuted_to_expanded;
+  g.sa_perm = sa_perm;
+  g.rows = rows_bound;
+  g.sa_ld = q.sa_ld;
+  g.slots = num_tokens * top_k;
+  g.top_k = top_k;
+  g.groups = groups;
+  const int64_t work = rows_bound * ceil_div(int64_t(groups), int64_t(kScaleChunk));
+  detail::launch_pdl(gather_scales_kernel, dim3(grid_for(work, kThreads)), dim3(kThreads), 0, stream, g);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

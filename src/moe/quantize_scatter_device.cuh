@@ -24,6 +24,11 @@ struct ScatterParams {
   float* zero_acc;                   // optional [T, hidden] FP32 zeroed alongside (MoE GEMM2's y_acc)
   unsigned* zero_u32;                // optional counters zeroed alongside (the MoE GEMMs' tile counters)
   int num_zero_u32;
+  /// Optional [T, groups] (token-major, logical layout): each token's scales are stored here once
+  /// instead of into sa_perm once per slot; gather_permuted_scales then fills sa_perm in row order.
+  /// (The per-slot stores are 4-byte writes to random rows of each K block's column: at T = 16384
+  /// they cost 160 of the pass's 580 us, perf-notes v25.)
+  float* sa_token = nullptr;
 };
 
 // One unit (token row, chunk of 2U 128-column groups) quantized in registers, exactly as
@@ -64,6 +69,13 @@ __device__ __forceinline__ void scatter_unit(const ScatterParams& p, int64_t row
     for (int c = chunk * (2 * U) * 128 + 4 * lane; c < c_end; c += 128)
       *reinterpret_cast<float4*>(acc_row + c) = make_float4(0.f, 0.f, 0.f, 0.f);
   }
+  if (p.sa_token && sub == 0) {  // lane 0 the unit's even groups, lane 16 its odd ones
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int g = g0 + 2 * u;
+      if (g < p.groups) p.sa_token[row * p.groups + g] = qu.sc[u];
+    }
+  }
   for (int j0 = 0; j0 < p.top_k; j0 += 32) {
     const int nj = p.top_k - j0 < 32 ? p.top_k - j0 : 32;
     // Token mode (no map): the token's own row.
@@ -81,6 +93,7 @@ __device__ __forceinline__ void scatter_unit(const ScatterParams& p, int64_t row
         if (col < p.hidden) *reinterpret_cast<uint2*>(qr + col) = qu.q[u];
       }
     }
+    if (p.sa_token) continue;
     // Scales: lane `sub` of each half stores its half's groups for slots j0 + sub and j0 + 16 + sub
     // (every lane of a half holds the group's scale after the shuffles).
     const int32_t ra = __shfl_sync(0xFFFFFFFFu, mine, sub);

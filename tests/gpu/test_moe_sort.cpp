@@ -17,7 +17,8 @@
 //    maps only 4-byte aligned) are covered explicitly;
 //  * permute_quantize_by_token: every byte of a_perm / sa_perm equal to the old two-kernel
 //    permute_quantize and to its host reference (H ∈ {16, 144, 2048, 2880, 7168}, NaN / Inf, k up
-//    to 40, ue8m0), dropped / out-of-range slots skipped; a graph of the single-CTA moe_sort +
+//    to 40, ue8m0), also in the MoE forward's form (scales once per token, then gathered by row:
+//    detail::TokenScales), dropped / out-of-range slots skipped; a graph of the single-CTA moe_sort +
 //    permute_quantize_by_token has two kernel nodes and follows new ids on replay;
 //  * MoeSortTiming.DISABLED_PrintLatencies prints µs per call of both paths of each stage;
 //  * permute_quantize: xq / sx bit for bit the host quantize_1x128 and the device
@@ -46,6 +47,7 @@
 #include <vector>
 #include <cuda_runtime_api.h>
 
+#include "moe/moe_permute.h"
 #include "moe/moe_sort_reference.h"
 #include "moekit/error.h"
 #include "moekit/grouped_gemm.h"
@@ -657,18 +659,24 @@ TEST(PermuteQuantizeByToken, MatchesTwoKernelPath) {
       const std::string what = case_name(c.t, c.k, c.e) + " H=" + std::to_string(c.h) + (ue8m0 ? " ue8m0" : " fp32");
       const Ids ids = random_ids(seed++, c.t, c.k, c.e);
       SortBuffers sb(c.t, c.k, c.e);
-      PermuteBuffers old_pb(c.t, c.h, sb.rows()), new_pb(c.t, c.h, sb.rows());
+      PermuteBuffers old_pb(c.t, c.h, sb.rows()), new_pb(c.t, c.h, sb.rows()), tok_pb(c.t, c.h, sb.rows());
       const std::vector<uint16_t> xb = make_x(c.t, c.h, seed++);
       old_pb.x.upload(xb);
       new_pb.x.upload(xb);
+      tok_pb.x.upload(xb);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the uploads ran on the legacy stream
       sb.poison(s);
       old_pb.poison(s);
       new_pb.poison(s);
+      tok_pb.poison(s);
       sb.upload_ids(ids, s);
       sb.run(c.e, 0, s);
       old_pb.run(c.k, sb.p2e(), ue8m0, s);
       new_pb.run_by_token(c.k, sb.e2p(), ue8m0, s);
+      // The MoE forward's form: scales once per token into tok_pb.sx (poisoned), then row by row.
+      moekit::detail::permute_quantize_by_token_zeroing(
+          tok_pb.x.get(), c.t, c.h, c.k, sb.e2p(), sb.rows(), tok_pb.a.get(), tok_pb.sa.as<float>(), ue8m0, nullptr,
+          s, nullptr, 0, moekit::detail::TokenScales{tok_pb.sx.as<float>(), sb.p2e()});
       finish(s, what);
       const MoeSortResult got = sb.download();
       expect_same_result(moekit::detail::moe_sort_reference(ids.data(), c.t, c.k, c.e, 0, c.e), got, what);
@@ -676,6 +684,10 @@ TEST(PermuteQuantizeByToken, MatchesTwoKernelPath) {
                    what + " a_perm new vs old");
       expect_equal(old_pb.sa.download<uint32_t>(old_pb.sa.bytes() / 4),
                    new_pb.sa.download<uint32_t>(new_pb.sa.bytes() / 4), what + " sa_perm new vs old");
+      expect_equal(old_pb.a.download<uint8_t>(old_pb.a.bytes()), tok_pb.a.download<uint8_t>(tok_pb.a.bytes()),
+                   what + " a_perm token scales vs old");
+      expect_equal(old_pb.sa.download<uint32_t>(old_pb.sa.bytes() / 4),
+                   tok_pb.sa.download<uint32_t>(tok_pb.sa.bytes() / 4), what + " sa_perm token scales vs old");
       check_by_token(new_pb, to_float(xb), c.k, got.expanded_to_permuted, ue8m0, what + " vs reference");
       if (HasFailure()) return;
     }
