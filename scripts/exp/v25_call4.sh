@@ -1,7 +1,7 @@
 # v25 device call 4: the token-scale permute at the sizes around its threshold (T * k >= 4096), A/B with
 # MOEKIT_TMP_TS0=1 (per-slot scale stores; a temporary switch, removed after the call): two interleaved rounds, all threshold
 # sides: deepseek-v3, gpt-oss-120b (k = 4) and mixtral-8x7b (k = 2), layer us and the permute stage.
-SKIP_TESTS=1 source scripts/exp/gpu_suite.sh
+[ -n "$V25_SUITE_DONE" ] || SKIP_TESTS=1 source scripts/exp/gpu_suite.sh  # (v25_call5.sh runs its tests first)
 source scripts/exp/bench_lib.sh
 stage() { grep -h "^# stages.*T=$2 " $1 | grep -o "permute_quant [0-9.]*\|sort_quantize [0-9.]*\|quantize [0-9.]*" | head -1; }
 for r in 1 2; do
