@@ -25,9 +25,9 @@ struct ScatterParams {
   unsigned* zero_u32;                // optional counters zeroed alongside (the MoE GEMMs' tile counters)
   int num_zero_u32;
   /// Optional [T, groups] (token-major, logical layout): each token's scales are stored here once
-  /// instead of into sa_perm once per slot; gather_permuted_scales then fills sa_perm in row order.
-  /// (The per-slot stores are 4-byte writes to random rows of each K block's column: at T = 16384
-  /// they cost 160 of the pass's 580 us, perf-notes v25.)
+  /// instead of into sa_perm once per slot; gather_scales_kernel (moe_sort.cu) then fills sa_perm
+  /// in row order. (The per-slot stores are 4-byte writes to random rows of each K block's column:
+  /// at T = 16384 they cost 160 of the pass's 580 us, perf-notes v25.)
   float* sa_token = nullptr;
 };
 
