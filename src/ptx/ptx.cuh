@@ -192,6 +192,15 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const TmaDescriptor* desc, 
       : "memory");
 }
 
+/// Contiguous bulk copy global → shared of `bytes` (a multiple of 16; both addresses 16-byte
+/// aligned), completing `bytes` of transactions on mbarrier `bar` (the wgmma probe's stand-in for a
+/// stage's TMA traffic).
+__device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
 /// 2D tile load multicast to the CTAs in `cta_mask`: the tile lands at the same shared-memory
 /// offset `dst` in each of them and completes on each one's mbarrier at offset `bar`.
 __device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TmaDescriptor* desc, u32 bar, i32 c0, i32 c1,
