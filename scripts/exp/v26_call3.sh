@@ -1,6 +1,7 @@
 # v26 device call 3: GEMM1's 128 x 256 tile with the pipelined quarter chains (m64n64, promoted under
 # the next chain): the GEMM1 / layer tests, then the prefill A/B against the 64-row tile
 # (MOEKIT_GEMM1_TILE_M=64), two interleaved rounds at T = 4096, 8192, 16384.
+# (MOEKIT_GEMM1_TILE_M and the 128-row GEMM1 tile exist only in commit dfd4570, reverted after these calls.)
 GTEST_FILTER='MoeGemm1Swiglu.*:MoeLayer*:MoeGemm2*' source scripts/exp/gpu_suite.sh
 source scripts/exp/bench_lib.sh
 grep -E "GEMM1 codes off" $OUT/gpu_tests.log

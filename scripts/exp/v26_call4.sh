@@ -1,5 +1,6 @@
 # v26 device call 4: clock and power while the layer runs T = 16384 with GEMM1 in 128- or 64-row tiles
 # (nvidia-smi every 100 ms; medians over the samples above 300 W), three interleaved rounds.
+# (MOEKIT_GEMM1_TILE_M and the 128-row GEMM1 tile exist only in commit dfd4570, reverted after these calls.)
 SKIP_TESTS=1 source scripts/exp/gpu_suite.sh
 for r in 1 2 3; do
   for v in 128 64; do

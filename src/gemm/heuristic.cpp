@@ -217,19 +217,18 @@ std::vector<GemmConfig> gemm_sweep_candidates(int64_t m, int64_t n, int64_t k, c
   return out;
 }
 
-GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_per_expert, int block_m,
+GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_per_expert, unsigned epilogue_smem,
                                    const GemmDeviceLimits& lim) {
   GemmConfig c;
-  c.block_m = block_m;
+  c.block_m = 64;
   c.block_n = 256;
-  c.stages = stages_that_fit(sm90::swiglu_epilogue_smem(block_m), c.block_m, c.block_n, 1, lim);
+  c.stages = stages_that_fit(epilogue_smem, c.block_m, c.block_n, 1, lim);
   // Measured (perf-notes, fused MoE v1): without pairing, the persistent CTAs that share an
   // expert's B tile drift apart and re-read it from DRAM (GEMM1 at DRAM peak, ~2x the weight bytes).
   // Dynamic scheduling (single CTAs, one pass) keeps them together too, but measured no faster at
   // T = 16384 and 2% slower at T = 4096 than the pairs (which halve B's L2 -> SM traffic), so
-  // 64-row tiles at prefill keep the statically scheduled pairs (perf-notes v9). 128-row tiles run
-  // single (a pair along M would span two 128-aligned expert segments) and dynamically scheduled.
-  c.multicast = block_m == 64 && rows_per_expert >= 128 ? 2 : 1;
+  // prefill keeps the statically scheduled pairs (perf-notes v9).
+  c.multicast = rows_per_expert >= 128 ? 2 : 1;
   c.raster_group = 8;
   const int64_t tiles = std::max<int64_t>(1, rows_bound / c.block_m * ceil_div(n, c.block_n));
   c.num_sms = static_cast<int>(std::min<int64_t>(lim.num_sms, tiles)) / c.multicast * c.multicast;

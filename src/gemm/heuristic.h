@@ -46,13 +46,12 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
 /// and a grid of whole clusters.
 std::vector<GemmConfig> gemm_sweep_candidates(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim);
 
-/// The MoE layer's fused GEMM1 (SwiGLU + FP8 requant epilogue): `block_m` (64 or 128) x 256 tiles
-/// of the prepared W1, as many stages as fit next to the epilogue's staging tile, at most one CTA
-/// per tile of `rows_bound` rows x `n` prepared-W1 rows. With 64-row tiles and ≥ 128 expected rows
-/// per expert the two 64-row tiles of each 128-row block run as a 2-CTA cluster sharing
-/// (multicasting) their B tile (statically scheduled: a cluster's CTAs must take the same unit);
-/// 128-row tiles run single.
-GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_per_expert, int block_m,
+/// The MoE layer's fused GEMM1 (SwiGLU + FP8 requant epilogue): 64 x 256 tiles of the prepared
+/// W1, as many stages as fit next to the epilogue's `epilogue_smem` bytes, at most one CTA per
+/// tile of `rows_bound` rows x `n` prepared-W1 rows. With ≥ 128 expected rows per expert the two
+/// 64-row tiles of each 128-row block run as a 2-CTA cluster sharing (multicasting) their B tile
+/// (statically scheduled: a cluster's CTAs must take the same unit).
+GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_per_expert, unsigned epilogue_smem,
                                    const GemmDeviceLimits& lim);
 
 /// The MoE layer's fused GEMM2 (scatter-add epilogue, no staging buffer): the dense model's tile

@@ -51,24 +51,6 @@ int gemm1_promote_k(int requested, const MoeLoadEstimate& e) {
   return e.rows_per_active <= 64 ? 32 : 64;
 }
 
-// GEMM1's tile rows: 128 (two warpgroups along M, each running its 256 columns as two slices,
-// Fp8GemmTraits::kSliced) on the permuted path from 128 expected rows per expert on, else 64 (two
-// warpgroups along N; the gather variant's only tile). The 128-row tile brings 48 KB of stage per
-// 4 M MACs where the 64-row tile brings 40 KB per 2 M (perf-notes v26). MoeGemm1Args::tile_m
-// (tests), then the diagnostic knob MOEKIT_GEMM1_TILE_M=64|128 (not API, read once) override the
-// automatic choice.
-int gemm1_block_m(bool gather, int requested, const MoeLoadEstimate& e) {
-  static const int forced = [] {
-    const char* v = std::getenv("MOEKIT_GEMM1_TILE_M");
-    const int m = v ? std::atoi(v) : 0;
-    return m == 64 || m == 128 ? m : 0;
-  }();
-  if (gather) return 64;
-  if (requested) return requested;
-  if (forced) return forced;
-  return e.rows_per_active >= 128 ? 128 : 64;
-}
-
 }  // namespace
 
 bool moe_gemm1_gather(int requested, int64_t num_tokens, int64_t hidden, const MoeLoadEstimate& e) {
@@ -120,22 +102,18 @@ int64_t moe_prepared_w1_rows(int64_t inter) { return 2 * align_up(inter, kQuantB
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   const int64_t n = moe_prepared_w1_rows(a.inter);
-  const bool gather = a.a_tokens != nullptr;
-  MOEKIT_REQUIRE(a.tile_m == 0 || a.tile_m == 64 || a.tile_m == 128, ErrorCode::kInvalidArgument,
-                 "moe_gemm1_swiglu: tile_m = ", a.tile_m, " must be 0 (automatic), 64 or 128");
-  const int block_m = gemm1_block_m(gather, a.tile_m, a.expected);
-  GemmConfig c = select_moe_gemm1_config(a.rows, n, a.expected.rows_per_active, block_m, device_limits());
-  c = config_from_env("MOEKIT_MOE_GEMM1_CONFIG", c);  // GEMM1 keeps its tile
-  c.block_m = block_m;
+  GemmConfig c = select_moe_gemm1_config(a.rows, n, a.expected.rows_per_active, sm90::kSwigluEpilogueSmem,
+                                         device_limits());
+  c = config_from_env("MOEKIT_MOE_GEMM1_CONFIG", c);  // GEMM1 keeps its 64 x 256 tile
+  c.block_m = 64;
   c.block_n = 256;
-  if (block_m == 128) c.multicast = 1;
   const CUtensorMap tma_h = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
                                         static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 128, 64,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
   Fp8GemmFamily family;
   family.header = "kernels/sm90/moe_gemm.cuh";
-  family.wg_n = block_m == 64 ? 2 : 1;  // (MoeGemm1Traits)
-  family.epilogue_smem = sm90::swiglu_epilogue_smem(block_m);
+  family.wg_n = 2;
+  family.epilogue_smem = sm90::kSwigluEpilogueSmem;
   family.tma_d = &tma_h;
   family.sb_rows = 64;  // the prepared W1 has one scale per 64 rows (gate or up of 64 h columns)
   family.b_chunk_rows = static_cast<int>(kW1ChunkRows);  // the prepared W1 is K-block tiled
@@ -162,6 +140,7 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   }
   Fp8GemmOperands op{a.a,  a.hidden, a.sa, a.w1p,  a.hidden, a.sw1p, a.hq, a.inter,
                      a.rows, a.num_experts * n, n, a.hidden};
+  const bool gather = a.a_tokens != nullptr;
   if (gather) {
     // The kernel addresses token rows with 32-bit byte offsets.
     MOEKIT_REQUIRE(a.num_tokens >= 1 && a.num_tokens * a.hidden < (int64_t(1) << 32) && a.top_k >= 1 && a.row_map &&

@@ -51,9 +51,6 @@ struct MoeGemm1Args {
   /// Tests: take tiles dynamically whenever tile_counter is set. Otherwise the counter is used
   /// only where dynamic scheduling pays (~6 or more expected units per CTA, moe_gemm.cpp).
   bool force_dynamic = false;
-  /// Tests and A/B runs: 64 or 128 forces GEMM1's tile rows on the permuted path (the gather
-  /// variant always runs 64); 0: automatic (moe_gemm.cpp gemm1_block_m).
-  int tile_m = 0;
   /// The group layout (offsets, counts) comes from the kernel right before this one in the PDL
   /// chain (the fused route + sort + quantize): the first tile is scheduled after the PDL wait.
   /// False: it is at least two launches old, so the first tile is found while the previous kernel

@@ -5,12 +5,8 @@
 //   the 64 up columns of the same h indices, so h = silu(g) * u is formed in registers:
 //     acc[4i + j] (chunk i < 8) is g and acc[32 + 4i + j] is u of h column 64 wn + 8i + 2(l%4) + j%2,
 //     row r0 (j < 2) or r0 + 8 (j ≥ 2).
-//   Or (prefill, Fp8GemmTraits::kSliced) 128 rows x 256 columns, two warpgroups stacked along M:
-//   each holds all 256 columns of its 64 rows as two slices of the layout above (acc[64 s, +64) for
-//   h columns [64 s, 64 s + 64)).
 //   The 1x128 quantization block of h is the tile's 128 h columns: each warpgroup reduces its row
-//   maxima over a quad (shuffles; stacked: over both slices, which completes them), side by side
-//   the two warpgroups swap them through shared memory, and both
+//   maxima over a quad (shuffles), the two warpgroups swap them through shared memory, and both
 //   quantize with s = max(amax, 1e-4) / 448, q = e4m3(h / s) (the correctly rounded quotient,
 //   computed branch-free; RN, satfinite) — the operations of the host quantizer, so h never makes
 //   a bf16 round trip. q goes to a 128-byte
@@ -34,15 +30,10 @@ namespace moekit::sm90 {
 
 template <class T>
 struct SwigluFp8Epilogue {
-  /// 64 x (2 warpgroups x 128 columns), or 128 x 256 with each warpgroup's 64 rows in two slices
-  /// of 128 columns (Fp8GemmTraits::kSliced).
-  static constexpr bool kSideBySide = T::kBlockM == 64 && T::kWgN == 2 && T::kWgCols == 128;
-  static_assert(kSideBySide || (T::kBlockM == 128 && T::kSliced), "GEMM1 tile: 64 x (2 x 128) or 128 x 256");
-  static constexpr int kSlices = T::kWgCols / 128;  ///< 128-column slices per warpgroup
-  static constexpr int kAcc = 64 * kSlices;
-  static constexpr u32 kSmemBytes = swiglu_epilogue_smem(T::kBlockM);
+  static_assert(T::kBlockM == 64 && T::kWgN == 2 && T::kWgCols == 128, "GEMM1 tile: 64 x (2 x 128)");
+  static constexpr u32 kSmemBytes = kSwigluEpilogueSmem;
   static constexpr u32 kMathThreads = T::kMathThreads;
-  static constexpr u32 kXchOffset = 64u * 128u;  // side by side: row maxima [2][64] floats after the tile
+  static constexpr u32 kXchOffset = 64u * 128u;  // row maxima [2][64] floats after the tile
 
   /// Byte offset of FP8 column c (0..127) of row r in the 128-byte swizzled staging tile.
   __device__ __forceinline__ static u32 staging_offset(u32 r, u32 c) {
@@ -73,90 +64,79 @@ struct SwigluFp8Epilogue {
     return __fdividef(g, d) * u;
   }
 
-  /// h of one slice's 32 elements (acc[kBase, +64): gate chunks 0-7, up chunks 8-15) in place of
-  /// its gate accumulators (rows r0 when `lo`, r0 + 8 when `hi`; the other rows' h is 0) and
-  /// their partial row maxima.
-  template <bool kLo, bool kHi, int kBase>
-  __device__ __forceinline__ static void swiglu_rows(float (&acc)[kAcc], float limit, float& amax0, float& amax1) {
+  /// h of this thread's 32 elements in place of the gate accumulators (rows r0 when `lo`, r0 + 8
+  /// when `hi`; the other rows' h is 0) and their partial row maxima.
+  template <bool kLo, bool kHi>
+  __device__ __forceinline__ static void swiglu_rows(float (&acc)[64], float limit, float& amax0, float& amax1) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const bool lo_row = (i & 2) == 0;
       if (lo_row ? !kLo : !kHi) {
-        acc[kBase + i] = 0.0f;
+        acc[i] = 0.0f;
         continue;
       }
-      acc[kBase + i] = swiglu(acc[kBase + i], acc[kBase + 32 + i], limit);
-      if (lo_row) amax0 = fmaxf(amax0, fabsf(acc[kBase + i]));
-      else amax1 = fmaxf(amax1, fabsf(acc[kBase + i]));
+      acc[i] = swiglu(acc[i], acc[32 + i], limit);
+      if (lo_row) amax0 = fmaxf(amax0, fabsf(acc[i]));
+      else amax1 = fmaxf(amax1, fabsf(acc[i]));
     }
   }
 
-  template <bool kLo, bool kHi>
-  __device__ __forceinline__ static void swiglu_slices(float (&acc)[kAcc], float limit, float& amax0, float& amax1) {
-    swiglu_rows<kLo, kHi, 0>(acc, limit, amax0, amax1);
-    if constexpr (kSlices == 2) swiglu_rows<kLo, kHi, 64>(acc, limit, amax0, amax1);
-  }
-
-  __device__ __forceinline__ static void store(float (&acc)[kAcc], const Tile& t, const GemmParams& p, u32 smem_d,
+  __device__ __forceinline__ static void store(float (&acc)[64], const Tile& t, const GemmParams& p, u32 smem_d,
                                                const ptx::TmaDescriptor& tma_d, const MathThread& th) {
-    const u32 warp_row0 = th.wm * 64 + th.warp * 16;  // this warp's first row in the tile
-    const u32 r0 = warp_row0 + th.lane / 4;
+    const u32 r0 = th.warp * 16 + th.lane / 4;
     // Padding rows (past the tile's valid rows) hold garbage — with 8-row A boxes, stale shared
     // memory and unwritten A scales — whose NaN / Inf / denormal values send every IEEE division
     // below down its slow path (measured: 12 µs per tile instead of ~1). They are never used:
     // quantize zeros instead.
     if (r0 >= t.valid_rows) {
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i)
+      for (int i = 0; i < 64; ++i)
         if ((i & 2) == 0) acc[i] = 0.0f;
     }
     if (r0 + 8 >= t.valid_rows) {
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i)
+      for (int i = 0; i < 64; ++i)
         if ((i & 2) != 0) acc[i] = 0.0f;
     }
     // h in place of the gate accumulators, and this thread's partial row maxima. A warp whose rows
     // r0 (r0 + 8) are all padding skips their SwiGLU (warp-uniform): decode tiles hold a few valid
     // rows of 64, and this epilogue sits on the critical path of a CTA's last tile (perf-notes v17).
     float amax0 = 0.0f, amax1 = 0.0f;
-    if (warp_row0 + 8 < t.valid_rows) swiglu_slices<true, true>(acc, p.limit, amax0, amax1);
-    else if (warp_row0 < t.valid_rows) swiglu_slices<true, false>(acc, p.limit, amax0, amax1);
-    else swiglu_slices<false, false>(acc, p.limit, amax0, amax1);
+    const u32 warp_row0 = th.warp * 16;
+    if (warp_row0 + 8 < t.valid_rows) swiglu_rows<true, true>(acc, p.limit, amax0, amax1);
+    else if (warp_row0 < t.valid_rows) swiglu_rows<true, false>(acc, p.limit, amax0, amax1);
+    else swiglu_rows<false, false>(acc, p.limit, amax0, amax1);
     amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, 1));
     amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, 2));
     amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, 1));
     amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, 2));
 
-    // The previous tile's TMA store must have finished reading the staging tile (and, side by
-    // side, every thread must be done with the previous tile's maxima).
+    const u32 xch = smem_d + kXchOffset;
+    // The previous tile's TMA store must have finished reading the staging tile, and every thread
+    // must be done with the previous tile's maxima.
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait_read<0>();
     ptx::named_barrier_sync(1, kMathThreads);
-    if constexpr (kSideBySide) {  // the two warpgroups hold the two halves of each row's 128 h columns
-      const u32 xch = smem_d + kXchOffset;
-      if (th.lane % 4 == 0) {
-        ptx::st_shared_f32(xch + (th.wn * 64 + r0) * 4, amax0);
-        ptx::st_shared_f32(xch + (th.wn * 64 + r0 + 8) * 4, amax1);
-      }
-      ptx::named_barrier_sync(1, kMathThreads);
-      amax0 = fmaxf(amax0, ptx::ld_shared_f32(xch + ((1 - th.wn) * 64 + r0) * 4));
-      amax1 = fmaxf(amax1, ptx::ld_shared_f32(xch + ((1 - th.wn) * 64 + r0 + 8) * 4));
+    if (th.lane % 4 == 0) {
+      ptx::st_shared_f32(xch + (th.wn * 64 + r0) * 4, amax0);
+      ptx::st_shared_f32(xch + (th.wn * 64 + r0 + 8) * 4, amax1);
     }
+    ptx::named_barrier_sync(1, kMathThreads);
+    amax0 = fmaxf(amax0, ptx::ld_shared_f32(xch + ((1 - th.wn) * 64 + r0) * 4));
+    amax1 = fmaxf(amax1, ptx::ld_shared_f32(xch + ((1 - th.wn) * 64 + r0 + 8) * 4));
     const float s0 = __fdiv_rn(fmaxf(amax0, 1e-4f), 448.0f);
     const float s1 = __fdiv_rn(fmaxf(amax1, 1e-4f), 448.0f);
     // h / s exactly as the host quantizer's IEEE division (see div_with_recip), one reciprocal per row.
     const float i0 = __frcp_rn(s0), i1 = __frcp_rn(s1);
 
+    const u32 col = th.wn * 64 + 2 * (th.lane % 4);
 #pragma unroll
-    for (int sl = 0; sl < kSlices; ++sl) {
-      const u32 col = (th.wn + u32(sl)) * 64 + 2 * (th.lane % 4);
-      const float* h = acc + 64 * sl;
-#pragma unroll
-      for (u32 i = 0; i < 8; ++i) {
-        ptx::st_shared_u16(smem_d + staging_offset(r0, col + 8 * i),
-                           ptx::pack_e4m3x2(div_with_recip(h[4 * i + 0], s0, i0), div_with_recip(h[4 * i + 1], s0, i0)));
-        ptx::st_shared_u16(smem_d + staging_offset(r0 + 8, col + 8 * i),
-                           ptx::pack_e4m3x2(div_with_recip(h[4 * i + 2], s1, i1), div_with_recip(h[4 * i + 3], s1, i1)));
-      }
+    for (u32 i = 0; i < 8; ++i) {
+      ptx::st_shared_u16(smem_d + staging_offset(r0, col + 8 * i),
+                         ptx::pack_e4m3x2(div_with_recip(acc[4 * i + 0], s0, i0),
+                                          div_with_recip(acc[4 * i + 1], s0, i0)));
+      ptx::st_shared_u16(smem_d + staging_offset(r0 + 8, col + 8 * i),
+                         ptx::pack_e4m3x2(div_with_recip(acc[4 * i + 2], s1, i1),
+                                          div_with_recip(acc[4 * i + 3], s1, i1)));
     }
     const u32 h_block = t.n0 / u32(T::kBlockN);
     if (th.wn == 0 && th.lane % 4 == 0) {
@@ -167,9 +147,7 @@ struct SwigluFp8Epilogue {
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(1, kMathThreads);
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) {
-#pragma unroll
-      for (u32 w = 0; w < u32(T::kBlockM) / 64; ++w)  // the h map's boxes are 64 rows
-        if (t.m0 + 64 * w < p.m) ptx::tma_store_2d(&tma_d, smem_d + w * 64 * 128, int(h_block * 128), int(t.m0 + 64 * w));
+      ptx::tma_store_2d(&tma_d, smem_d, int(h_block * 128), int(t.m0));
       ptx::tma_store_commit();
     }
   }

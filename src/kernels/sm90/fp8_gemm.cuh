@@ -47,7 +47,7 @@ struct Fp8GemmTraits {
   static constexpr int kSbRows = kSbRows_;
   static constexpr int kWgCols = kBlockN / kWgN;  ///< accumulator columns per math warpgroup
   /// K per tensor-core accumulation chain: 128 (one chain per K block) or 64 / 32 (2 / 4 chains
-  /// per K block, each promoted into the FP32 sums). The FP8 tensor-core accumulator loses precision
+  /// per K block, summed in FP32 and promoted once). The FP8 tensor-core accumulator loses precision
   /// as its chain grows (measured, GemmFp8Probe: bf16 outputs off the correctly rounded value 5.9% →
   /// 3.8% → 2.2% for 128 → 64 → 32); the MoE GEMM1 uses shorter chains because its output is
   /// requantized to FP8, which turns such errors into whole E4M3 steps. Shorter chains run the
@@ -72,22 +72,16 @@ struct Fp8GemmTraits {
   /// block + up block): which chunks use the second B scale is known at compile time, so the
   /// promotion selects no scale per chunk (measured: ALU pipe 36% active in the prefill GEMM1).
   static constexpr bool kAlignedSfb = !kUniformSfb && kBlockN % kSbRows == 0 && kWgCols % kSbRows == 0;
-  /// The sliced schedule (Fp8GemmMath::k_loop): a warpgroup's 256 columns of the prepared W1
-  /// (64-row B-scale blocks) run as four 64-column quarters, each part of a K block a wgmma chain of
-  /// its own, promoted under the next chain — the MoE GEMM1's 128 x 256 tile.
-  static constexpr bool kSliced = kWgN == 1 && kWgCols == 256 && kSbRows == 64;
   static constexpr u32 kProducerRegs = 40;
   static constexpr u32 kMathRegs = 232;
 
   static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64, 128 or 256");
   static_assert(kWaves == 1 || (kWgN == 1 && kBlockN <= 128 && kPromoteK_ == 128 && kSplitK_ == 1),
                 "256-row tiles: one warpgroup column, BLOCK_N <= 128, chains of 128, no split-K");
-  static_assert(kWgN == 1 ? (gemm_block_n_supported(kBlockN) || kSliced)
-                          : (kWgN == 2 && kWgCols % 8 == 0 && kWgCols <= 128),
+  static_assert(kWgN == 1 ? gemm_block_n_supported(kBlockN) : (kWgN == 2 && kWgCols % 8 == 0 && kWgCols <= 128),
                 "unsupported BLOCK_N");
   static_assert(kSbRows == 128 || kSbRows == 64, "B-scale blocks of 128 or 64 rows");
-  static_assert(kWgCols <= 2 * kSbRows || kSliced, "a warpgroup's columns may span at most two B-scale blocks");
-  static_assert(!kSliced || (kWaves == 1 && kSplitK == 1), "the sliced schedule runs 64- or 128-row tiles");
+  static_assert(kWgCols <= 2 * kSbRows, "a warpgroup's columns may span at most two B-scale blocks");
   static_assert(kStages >= 2, "need at least two stages");
   static_assert(kPromoteK == 128 || kPromoteK == 64 || kPromoteK == 32, "chains of 128, 64 or 32 of K");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
@@ -124,7 +118,6 @@ struct KBlockScales {
   float sa0, sa1;  ///< A scales of rows r0 and r0 + 8
   float sb0, sb1;  ///< B scales of the tile's first and (if straddling) second 128-row block
   float sa2 = 0.0f, sa3 = 0.0f;  ///< 256-row tiles: A scales of the same rows in wave 1 (+128)
-  float sb2 = 0.0f, sb3 = 0.0f;  ///< sliced schedule: the B scales of the third and fourth 64-row blocks
 };
 
 /// The math warpgroups' side of the mainloop: consume stages, MMA, promote, run the epilogue.
@@ -135,11 +128,8 @@ struct KBlockScales {
 ///    warpgroup's FP32 promotion of kb overlaps its own tensor-core work on kb+1.
 ///  * serial (wider tiles): issue, wait for all, promote; overlap comes only from the other math
 ///    warpgroup.
-///  * chained (kPromoteK < 128): the K block's parts each start a fresh tensor-core chain and are
-///    promoted one by one; serial like the above.
-///  * sliced (T::kSliced, the MoE GEMM1's 128 x 256 tile): per K block each warpgroup runs its 256
-///    columns as four 64-column quarters, each part of each quarter a chain of its own into one of
-///    two 32-register accumulators, promoted while the next chain runs (128 registers of sums).
+///  * chained (kPromoteK < 128): the K block's parts each start a fresh tensor-core chain, their
+///    FP32 sums are added and promoted once; serial like the above.
 ///  * waves (256-row tiles, T::kWaves = 2): per K block each warpgroup issues its 64 rows of wave
 ///    0 into the one accumulator set, waits, promotes into wave 0's sums, then the same for wave
 ///    1 (rows + 128); the sums of both waves (2 x BLOCK_N/2 registers) stay live. A stage serves
@@ -215,7 +205,6 @@ struct Fp8GemmMath {
     // (Clamped: the ghost tile of an A-sharing pair past N reads the last block's scales.)
     const u32 blk0 = min(n_wg / u32(T::kSbRows), p.num_n_sb - 1u);
     const u32 blk1 = (blk0 + 1 < p.num_n_sb) ? blk0 + 1 : blk0;
-    // (Sliced: blocks blk0 .. blk0 + 3 all exist — the prepared W1 has whole 256-row tiles.)
     sb_row0 = sb + blk0 * p.num_kb;
     sb_row1 = sb + blk1 * p.num_kb;
     const u32 left = u32(T::kSbRows) - n_wg % u32(T::kSbRows);
@@ -258,10 +247,6 @@ struct Fp8GemmMath {
     }
     s.sb0 = __ldg(sb_row0 + kb);
     s.sb1 = T::kUniformSfb ? s.sb0 : __ldg(sb_row1 + kb);
-    if constexpr (T::kSliced) {  // the warpgroup's four blocks are consecutive rows of sb
-      s.sb2 = __ldg(sb_row1 + p.num_kb + kb);
-      s.sb3 = __ldg(sb_row1 + 2 * p.num_kb + kb);
-    }
     return s;
   }
 
@@ -283,41 +268,6 @@ struct Fp8GemmMath {
       Mma::mma(desc_a + 2 * k, desc_b + 2 * k, acc, j);
     }
     ptx::wgmma_commit();
-  }
-
-  /// Sliced schedule: issues part `part` of the current stage's K block for the 64 columns of
-  /// quarter `q` (one 64-row B-scale block) into `acc` (a fresh chain) and commits.
-  __device__ __forceinline__ void issue_quarter(float (&acc)[32], u32 q, u32 part) {
-    using QuarterMma = ptx::WgmmaE4M3<64>;
-    constexpr u32 kPerPart = kGemmBlockK / 32 / u32(T::kSplit);
-    const ptx::u64 desc_a = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + th.wm * 64 * kGemmBlockK);
-    const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB + q * 64 * kGemmBlockK);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) ptx::fence_operand(acc[i]);
-    __syncwarp();
-    ptx::wgmma_fence();
-#pragma unroll
-    for (u32 j = 0; j < kPerPart; ++j) {
-      const u32 k = part * kPerPart + j;
-      QuarterMma::mma(desc_a + 2 * k, desc_b + 2 * k, acc, j);
-    }
-    ptx::wgmma_commit();
-  }
-
-  /// Sliced schedule: out's columns of quarter q (chunks 8q .. 8q + 7 of the m64n256 layout, i.e.
-  /// out[32 q, +32)) += (sa · sb_q) · acc.
-  __device__ __forceinline__ void promote_quarter(float (&out)[kOut], float (&acc)[32], u32 q, const KBlockScales& s) {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) ptx::fence_operand(acc[i]);
-    const float b = q == 0 ? s.sb0 : q == 1 ? s.sb1 : q == 2 ? s.sb2 : s.sb3;
-    const float lo = s.sa0 * b, hi = s.sa1 * b;
-#pragma unroll
-    for (u32 i = 0; i < 8; ++i) {
-      out[32 * q + 4 * i + 0] += lo * acc[4 * i + 0];
-      out[32 * q + 4 * i + 1] += lo * acc[4 * i + 1];
-      out[32 * q + 4 * i + 2] += hi * acc[4 * i + 2];
-      out[32 * q + 4 * i + 3] += hi * acc[4 * i + 3];
-    }
   }
 
   /// Issue order (kOrdered): waits until the other warpgroup has issued its previous K block.
@@ -437,63 +387,38 @@ struct Fp8GemmMath {
     if constexpr (T::kSplitK > 1) {
       if (kb_begin == kb_end) return;
     }
-    if constexpr (T::kSliced) {
-      // Per K block, 4 x kSplit chains: quarter c / kSplit (64 columns, one B-scale block), part
-      // c % kSplit (kPromoteK of K), each an m64n64 wgmma chain into one of two 32-register
-      // accumulators, promoted while the next chain runs (wgmma.wait_group 1) — a warpgroup's FP32
-      // work overlaps its own MMAs, within the K block. The 128 x 256 tile fills 48 KB of stage
-      // per 4 M MACs where the 64 x 256 tile fills 40 KB per 2 M (perf-notes v26).
-      constexpr u32 kChains = 4 * u32(T::kSplit);
-      float acc0[32], acc1[32];
-      for (u32 kb = kb_begin; kb < kb_end; ++kb) {
-        const KBlockScales sc = wait_stage(kb);
-        issue_quarter(acc0, 0, 0);
-#pragma unroll
-        for (u32 c = 0; c < kChains; c += 2) {
-          issue_quarter(acc1, (c + 1) / u32(T::kSplit), (c + 1) % u32(T::kSplit));
-          ptx::wgmma_wait<1>();
-          promote_quarter(out, acc0, c / u32(T::kSplit), sc);
-          if (c + 2 < kChains) {
-            issue_quarter(acc0, (c + 2) / u32(T::kSplit), (c + 2) % u32(T::kSplit));
-            ptx::wgmma_wait<1>();
-          } else {
-            ptx::wgmma_wait<0>();
-            release(stage);
-          }
-          promote_quarter(out, acc1, (c + 1) / u32(T::kSplit), sc);
-        }
-        advance();
-      }
-    } else if constexpr (T::kWaves > 1) {
+    if constexpr (T::kWaves > 1) {
       static_assert(T::kWaves == 2, "two waves at most");
       if (waves == 2) k_loop_waves<2>(out, kb_begin, kb_end);
       else k_loop_waves<1>(out, kb_begin, kb_end);
     } else if constexpr (kPipelined && T::kSplit > 1) {
-      // Finer promotion. Each part of a K block (kPromoteK of K) starts its own tensor-core chain,
-      // and each chain is promoted on its own (out += s · acc per part, in part order: the same FP32
-      // operations as the sliced schedule, so both GEMM1 tiles give bit-identical h). Two
-      // accumulator sets: parts 2j and 2j + 1 in flight together, then both promoted. Only the
-      // other math warpgroup overlaps this FP32 work: the pipelined form (each part promoted under
-      // the next part's wgmmas; it compiles without C7514 only if the loop can also be left right
-      // after a part 0 is issued) measured no faster at prefill and 1-2% slower at T = 256...2048
-      // (perf-notes v15).
+      // Finer promotion. Each part of a K block (kPromoteK of K) starts its own tensor-core chain;
+      // the parts' FP32 sums are added (exact to FP32 rounding) and promoted once per K block. Two
+      // accumulator sets: parts 0 and 1 in flight together, then each further part into acc1 while
+      // acc0 holds the running sum. Only the other math warpgroup overlaps this FP32 work: the
+      // pipelined form (each part promoted under the next part's wgmmas; it compiles without
+      // C7514 only if the loop can also be left right after a part 0 is issued) measured no
+      // faster at prefill and 1-2% slower at T = 256...2048 (perf-notes v15).
       float acc0[kAcc], acc1[kAcc];
       for (u32 kb = kb_begin; kb < kb_end; ++kb) {
         const KBlockScales sc = wait_stage(kb);
+        issue(acc0, 0);
 #pragma unroll
-        for (u32 part = 0; part < u32(T::kSplit); part += 2) {
-          issue(acc0, part);
-          issue(acc1, part + 1);
+        for (u32 part = 1; part < u32(T::kSplit); ++part) {
+          issue(acc1, part);
           ptx::wgmma_wait<0>();
-          if (part + 2 == u32(T::kSplit)) release(stage);
-#if MOEKIT_DIAG_NO_PROMOTE
-          if (kb + 1 == kb_end)
-#endif
-          {
-            promote(out, acc0, sc);
-            promote(out, acc1, sc);
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) {
+            ptx::fence_operand(acc0[i]);
+            ptx::fence_operand(acc1[i]);
+            acc0[i] += acc1[i];
           }
         }
+        release(stage);
+#if MOEKIT_DIAG_NO_PROMOTE
+        if (kb + 1 == kb_end)
+#endif
+        promote(out, acc0, sc);
         advance();
       }
     } else if constexpr (kPipelined) {

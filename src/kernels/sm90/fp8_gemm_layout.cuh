@@ -195,9 +195,9 @@ inline constexpr unsigned kGemmTraceSlotSm = kGemmTraceSlotTile0 + kGemmTraceTil
 inline constexpr unsigned kGemmTraceSlotTiles = kGemmTraceSlotSm + 1;
 inline constexpr unsigned kGemmTraceSlots = kGemmTraceSlotTiles + 1;
 
-/// Shared memory of the MoE GEMM1 epilogue for a `bm`-row tile (64 or 128): the FP8 tile of 128 h
-/// columns (128-byte swizzled rows) and the side-by-side warpgroups' row maxima, rounded to 1024 bytes.
-constexpr unsigned swiglu_epilogue_smem(int bm) { return unsigned(bm) * 128u + 1024u; }
+/// Shared memory of the MoE GEMM1 epilogue for a 64-row tile: the FP8 tile of 128 h columns
+/// (128-byte swizzled rows) and the two warpgroups' row maxima, rounded to 1024 bytes.
+constexpr unsigned kSwigluEpilogueSmem = 64u * 128u + 1024u;
 
 /// Threads per CTA: one math warpgroup per 64 rows of a wave (times `wg_n` warpgroups side by side
 /// along N), plus one producer warpgroup.

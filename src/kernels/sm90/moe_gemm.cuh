@@ -10,26 +10,20 @@
 
 namespace moekit::sm90 {
 
-/// GEMM1 tile traits: 256 prepared-W1 rows (128 h columns) by 64 rows (two warpgroups along N) or
-/// 128 rows (two warpgroups along M, each running its 256 columns as two slices: the prefill tile).
+/// GEMM1 tile traits: 64 rows x 256 prepared-W1 rows (128 h columns), two warpgroups along N.
 /// kPromoteK: K per tensor-core accumulation chain (Fp8GemmTraits::kPromoteK).
-template <int kBlockM, int kStages, int kCluster, int kPromoteK>
-using MoeGemm1Traits = Fp8GemmTraits<kBlockM, 256, kStages, kCluster, kBlockM == 64 ? 2 : 1, 64, kPromoteK>;
-
-/// Warpgroups side by side along N of the GEMM1 tile with `block_m` rows (the JIT's thread count).
-constexpr int moe_gemm1_wg_n(int block_m) { return block_m == 64 ? 2 : 1; }
+template <int kStages, int kCluster, int kPromoteK>
+using MoeGemm1Traits = Fp8GemmTraits<64, 256, kStages, kCluster, 2, 64, kPromoteK>;
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kPromoteK = 128>
 __device__ __forceinline__ void moe_gemm1_swiglu_contiguous(const ptx::TmaDescriptor& tma_a,
                                                             const ptx::TmaDescriptor& tma_b,
                                                             const ptx::TmaDescriptor& tma_sfa,
                                                             const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
-  static_assert((kBlockM == 64 || (kBlockM == 128 && kCluster == 1)) && kBlockN == 256,
-                "GEMM1 runs 64 x 256 tiles (single or in B-sharing pairs) or single 128 x 256 tiles");
+  static_assert(kBlockM == 64 && kBlockN == 256, "GEMM1 runs 64 x 256 tiles");
   // kCluster = 2: the two 64-row tiles of a 128-row block share (multicast) their B tile.
-  using T = MoeGemm1Traits<kBlockM, kStages, kCluster, kPromoteK>;
-  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, 256, kCluster>, SwigluFp8Epilogue<T>>(tma_a, tma_b, tma_sfa,
-                                                                                           tma_d, p);
+  using T = MoeGemm1Traits<kStages, kCluster, kPromoteK>;
+  fp8_gemm_mainloop<T, ContiguousScheduler<64, 256, kCluster>, SwigluFp8Epilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
 /// The gather variant: A rows are read by token (GemmParams::a_gather, row_map, top_k) from the
@@ -41,7 +35,7 @@ __device__ __forceinline__ void moe_gemm1_swiglu_gather_contiguous(const ptx::Tm
                                                                    const ptx::TmaDescriptor& tma_d,
                                                                    const GemmParams& p) {
   static_assert(kBlockM == 64 && kBlockN == 256, "GEMM1 runs 64 x 256 tiles");
-  using T = MoeGemm1Traits<64, kStages, kCluster, kPromoteK>;
+  using T = MoeGemm1Traits<kStages, kCluster, kPromoteK>;
   fp8_gemm_mainloop<T, ContiguousScheduler<64, 256, kCluster>, SwigluFp8Epilogue<T>, true>(tma_a, tma_b, tma_sfa,
                                                                                            tma_d, p);
 }
@@ -52,7 +46,7 @@ __device__ __forceinline__ void moe_gemm1_swiglu_masked(const ptx::TmaDescriptor
                                                         const ptx::TmaDescriptor& tma_sfa,
                                                         const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
   static_assert(kBlockM == 64 && kBlockN == 256 && kCluster == 1, "GEMM1 runs 64 x 256 tiles");
-  using T = MoeGemm1Traits<64, kStages, 1, kPromoteK>;
+  using T = MoeGemm1Traits<kStages, 1, kPromoteK>;
   fp8_gemm_mainloop<T, MaskedScheduler<64, 256>, SwigluFp8Epilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
