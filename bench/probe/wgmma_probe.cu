@@ -186,18 +186,6 @@ __global__ void __launch_bounds__(256, 1)
     copy_drain(kSteps);
 #pragma unroll
     for (int i = 0; i < 64; ++i) prom[i] = prom4[i] + prom4[64 + i];
-  } else if constexpr (kMode == 10) {
-    for (int s = 0; s < kSteps; ++s) {
-      copy(s);
-      fence_all(acc);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (u32 k = 0; k < 4; ++k) Mma::mma(da + 2 * k, db + 2 * k, acc, k);
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      promote(acc);
-    }
-    copy_drain(kSteps);
   } else if constexpr (kMode == 8) {
     auto issue_part = [&](float (&x)[64], u32 part) {
       fence_all(x);
@@ -260,17 +248,23 @@ __global__ void __launch_bounds__(256, 1)
       promote(acc1);
     }
     copy_drain(steps);
-  } else {
+  } else {  // modes 0-3 and 10 (serial; mode 10 promotes)
     for (int s = 0; s < kSteps; ++s) {
+      copy(s);
       fence_all(acc);
       ptx::wgmma_fence();
 #pragma unroll
       for (u32 k = 0; k < 4; ++k) Mma::mma(da + 2 * k, db + 2 * k, acc, k);
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
-      fence_all(acc);
-      sum += acc[0] * acc[63];
+      if constexpr (kMode == 10) {
+        promote(acc);
+      } else {
+        fence_all(acc);
+        sum += acc[0] * acc[63];
+      }
     }
+    copy_drain(kSteps);
   }
 #pragma unroll
   for (int i = 0; i < 64; ++i) sum += prom[i];
