@@ -19,9 +19,9 @@
 //                      each chain promoted under the next one's wgmmas
 // "+copy": the same, while thread 0 keeps two bulk copies global -> shared in flight, one per step,
 // of the bytes a TMA stage of that tile brings (the shared-memory fill the real kernel adds).
-// Each warpgroup issues 4 m64n128k32 wgmmas per step (one 128-wide K block; 8 in mode 9), commits and
-// waits.
-// Built as build/moekit_wgmma_probe (CMake target moekit_wgmma_probe); results: docs/perf-notes.md v16.
+// Each warpgroup issues 4 m64n128k32 wgmmas per step (one 128-wide K block; 8 in mode 9, 16 m64n64k32
+// in mode 11), commits and waits.
+// Built as build/moekit_wgmma_probe (CMake target moekit_wgmma_probe); results: docs/perf-notes.md v16, v26.
 #include <cstdio>
 #include <cuda_runtime.h>
 #include "ptx/ptx.cuh"
@@ -67,7 +67,8 @@ __global__ void __launch_bounds__(256, 1)
   auto copy_drain = [&](int s_end) {
     if constexpr (kCopyBytes > 0) {
       if (threadIdx.x != 0) return;
-      for (int s = s_end - 2 < 0 ? 0 : s_end - 2; s < s_end; ++s) ptx::mbar_wait(bar0 + 8 * (u32(s) & 1u), u32(s / 2) & 1u);
+      for (int s = s_end - 2 < 0 ? 0 : s_end - 2; s < s_end; ++s)
+        ptx::mbar_wait(bar0 + 8 * (u32(s) & 1u), u32(s / 2) & 1u);
     }
   };
   const u32 wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
