@@ -51,6 +51,22 @@ int gemm1_promote_k(int requested, const MoeLoadEstimate& e) {
   return e.rows_per_active <= 64 ? 32 : 64;
 }
 
+// Whether the B-multicast pairs run an expert's last 128-row block, when it holds at most 64 valid
+// rows, as two N blocks of those rows (GemmParams::pair_tail_split) instead of a tile and a ghost
+// tile of padding: the caller's choice (1 / 0), or automatic (-1): from 256 expected rows per
+// expert. Measured on the H100 (deepseek-v3, dynamic pairs, perf-notes v27): layer −5% at T = 8192
+// (256 rows per expert), −2.6% at T = 16384, but +1.7% at T = 4096 (128 rows; GEMM1 +5%). The
+// diagnostic knob MOEKIT_GEMM1_TAIL_SPLIT=0|1 (not API, read once) overrides both.
+bool gemm1_pair_tail_split(int requested, const MoeLoadEstimate& e) {
+  static const int forced = [] {
+    const char* v = std::getenv("MOEKIT_GEMM1_TAIL_SPLIT");
+    return v && *v ? (v[0] == '0' ? 0 : 1) : -1;
+  }();
+  if (forced >= 0) return forced == 1;
+  if (requested >= 0) return requested == 1;
+  return e.rows_per_active >= 256;
+}
+
 }  // namespace
 
 bool moe_gemm1_gather(int requested, int64_t num_tokens, int64_t hidden, const MoeLoadEstimate& e) {
@@ -125,6 +141,8 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
                  ErrorCode::kInvalidArgument, "moe_gemm1_swiglu: promote_k = ", a.promote_k,
                  " must be 0 (automatic), 32, 64 or 128");
   family.promote_k = gemm1_promote_k(a.promote_k, a.expected);
+  MOEKIT_REQUIRE(a.tail_split >= -1 && a.tail_split <= 1, ErrorCode::kInvalidArgument,
+                 "moe_gemm1_swiglu: tail_split = ", a.tail_split, " must be -1 (automatic), 0 or 1");
   sm90::GemmParams p{};
   p.group_offsets = a.offsets;
   p.group_counts = a.counts;
@@ -132,12 +150,12 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   p.limit = a.limit;
   p.sa_out = a.sh;
   p.sa_out_ld = static_cast<unsigned>(sfa_ld(a.rows));
-  // Dynamic scheduling needs clusters of one (a cluster's CTAs must take the same unit); prefill
-  // sizes then walk all 64-row units of an expert together (one pass) so they share its B tiles.
-  if (c.multicast == 1) {
-    p.tile_counter = dynamic_counter(1, a.tile_counter, a.force_dynamic, a.expected, n, c);
-    p.sched_one_pass = p.tile_counter != nullptr && a.expected.rows_per_active > 64 ? 1u : 0u;
-  }
+  // Dynamic scheduling: prefill sizes walk all 64-row units of an expert together (one pass) so
+  // they share its B tiles. The B-multicast pairs (one pass by construction) claim units by rank
+  // 0 for both CTAs.
+  p.tile_counter = dynamic_counter(1, a.tile_counter, a.force_dynamic, a.expected, n, c);
+  p.sched_one_pass = p.tile_counter != nullptr && a.expected.rows_per_active > 64 ? 1u : 0u;
+  if (c.multicast == 2) p.pair_tail_split = gemm1_pair_tail_split(a.tail_split, a.expected) ? 1u : 0u;
   Fp8GemmOperands op{a.a,  a.hidden, a.sa, a.w1p,  a.hidden, a.sw1p, a.hq, a.inter,
                      a.rows, a.num_experts * n, n, a.hidden};
   const bool gather = a.a_tokens != nullptr;

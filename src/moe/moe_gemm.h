@@ -51,6 +51,10 @@ struct MoeGemm1Args {
   /// Tests: take tiles dynamically whenever tile_counter is set. Otherwise the counter is used
   /// only where dynamic scheduling pays (~6 or more expected units per CTA, moe_gemm.cpp).
   bool force_dynamic = false;
+  /// The B-multicast pairs' tail split (GemmParams::pair_tail_split): -1 automatic (from 256
+  /// expected rows per expert, perf-notes v27), 0 off, 1 on. Only the pairs (>= 128 expected rows
+  /// per expert) use it; the diagnostic knob MOEKIT_GEMM1_TAIL_SPLIT=0|1 overrides it.
+  int tail_split = -1;
   /// The group layout (offsets, counts) comes from the kernel right before this one in the PDL
   /// chain (the fused route + sort + quantize): the first tile is scheduled after the PDL wait.
   /// False: it is at least two launches old, so the first tile is found while the previous kernel

@@ -40,11 +40,14 @@ struct Gemm1Result {
   int64_t codes = 0, off_by_one = 0, worse = 0;
   double max_scale_rel = 0.0;
   double deq_rel_l2 = 0.0;  // dequantized h (code * scale) against the reference's
+  std::vector<uint8_t> q;   // the h codes [rows, I] and scales [rows, ceil(I/128)] (logical) as written
+  std::vector<float> s;
 };
 
 // `dynamic`: the layer's dynamic tile scheduling (a zeroed device counter), else static.
+// `tail_split`: MoeGemm1Args::tail_split.
 Gemm1Result run_gemm1(int64_t h, int64_t inter, const std::vector<int32_t>& counts, float limit, uint64_t seed,
-                      int64_t expected_rows, bool dynamic, int promote_k) {
+                      int64_t expected_rows, bool dynamic, int promote_k, int tail_split = -1) {
   const int e = int(counts.size());
   const Grouping gr = make_grouping(counts);
   const int64_t rows = gr.rows, kbh = moekit::ceil_div(h, 128), kbi = moekit::ceil_div(inter, 128);
@@ -69,6 +72,7 @@ Gemm1Result run_gemm1(int64_t h, int64_t inter, const std::vector<int32_t>& coun
   g.offsets = offs.as<int32_t>(); g.counts = cnts.as<int32_t>(); g.w1p = w1p.get(); g.sw1p = sw1p.as<float>();
   g.limit = limit; g.hq = hq.get(); g.sh = sh.as<float>(); g.expected.active = e; g.expected.rows_per_active = expected_rows;
   g.promote_k = promote_k;
+  g.tail_split = tail_split;
   DeviceBuffer counter(4);
   if (dynamic) {
     EXPECT_EQ(cudaMemsetAsync(counter.get(), 0, 4, s), cudaSuccess);
@@ -123,6 +127,8 @@ Gemm1Result run_gemm1(int64_t h, int64_t inter, const std::vector<int32_t>& coun
     }
   }
   res.deq_rel_l2 = moekit::relative_l2_error(deq_got.data(), deq_ref.data(), deq_got.size());
+  res.q = got_q;
+  res.s = got_s;
   return res;
 }
 
@@ -182,6 +188,51 @@ TEST(MoeGemm1Swiglu, MatchesReference) {
               100 * share[2]);
   EXPECT_LT(share[1], 0.9 * share[0]);
   EXPECT_LT(share[2], 0.9 * share[1]);
+}
+
+// The B-multicast pairs' tail split (GemmParams::pair_tail_split): an expert's last 128-row block
+// with at most 64 valid rows runs as two N blocks of those rows, one per CTA of the pair, each
+// loading its own B, instead of a tile and a ghost tile. Every tile runs the same math either way,
+// so the h codes and scales of every valid row must be bit-identical with the split on and off —
+// layouts with such blocks (1, 44, 62 and 64 valid rows), with odd N-block counts (the last N block
+// keeps the ghost form), static and dynamic pairs — and match the float64 reference as in
+// MatchesReference.
+TEST(MoeGemm1Swiglu, PairTailSplitIsBitIdentical) {
+  struct Case {
+    int64_t h, inter;
+    std::vector<int32_t> counts;
+  };
+  const Case cases[] = {{768, 320, {200, 0, 130, 64, 1}},          // 3 N blocks (prepared W1 768 rows)
+                        {512, 640, {129, 64, 300, 5, 190}},          // 5 N blocks
+                        {384, 512, {65, 192, 1}},                    // 4 N blocks; 65 rows: no split
+                        {2880, 2880, {300, 129}}};                   // K tail, 23 N blocks
+  uint64_t seed = 1300;
+  for (const Case& c : cases)
+    for (const bool dynamic : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "H=" << c.h << " I=" << c.inter << " dynamic=" << dynamic);
+      seed += 10;
+      Gemm1Result r[2];
+      for (int split = 0; split < 2; ++split) {
+        r[split] = run_gemm1(c.h, c.inter, c.counts, 0.0f, seed, 256, dynamic, 64, split);
+        EXPECT_GT(r[split].codes, 0);
+        EXPECT_LE(double(r[split].off_by_one), 0.02 * double(r[split].codes));
+        EXPECT_LE(double(r[split].worse), 0.005 * double(r[split].codes));
+        EXPECT_LE(r[split].max_scale_rel, 2e-3);
+      }
+      const Grouping gr = make_grouping(c.counts);
+      const int64_t kbi = moekit::ceil_div(c.inter, 128);
+      int64_t diff = 0, compared = 0;
+      for (size_t ex = 0; ex < c.counts.size(); ++ex)
+        for (int32_t i = 0; i < c.counts[ex]; ++i) {
+          const int64_t row = gr.offsets[ex] + i;
+          for (int64_t col = 0; col < c.inter; ++col, ++compared)
+            diff += r[0].q[size_t(row * c.inter + col)] != r[1].q[size_t(row * c.inter + col)];
+          for (int64_t b = 0; b < kbi; ++b)
+            diff += std::memcmp(&r[0].s[size_t(row * kbi + b)], &r[1].s[size_t(row * kbi + b)], 4) != 0;
+        }
+      EXPECT_GT(compared, 0);
+      EXPECT_EQ(diff, 0) << "h codes / scales differ with the pair tail split";
+    }
 }
 
 // The gather variant reads row r's A from token row_map[r] / k of a token-major tensor instead of

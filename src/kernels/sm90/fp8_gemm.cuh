@@ -509,7 +509,7 @@ struct TilePipe {
     ptx::mbar_wait(empty() + 8 * slot, phase ^ 1u);
     const u32 r = records + slot * kGemmTileRecordBytes;
     ptx::st_shared_v4(r, {t.m0, t.n0, t.b_row0, t.sb_offset});
-    ptx::st_shared_v4(r + 16, {t.valid_rows, more ? 1u : 0u, t.kb_begin, t.kb_end});
+    ptx::st_shared_v4(r + 16, {t.valid_rows, (more ? 1u : 0u) | (t.solo << 1), t.kb_begin, t.kb_end});
     ptx::mbar_arrive(full() + 8 * slot);  // release: the record is visible to the waiting threads
     advance();
   }
@@ -527,7 +527,8 @@ struct TilePipe {
     t.valid_rows = b[0];
     t.kb_begin = b[2];
     t.kb_end = b[3];
-    return b[1] != 0;
+    t.solo = b[1] >> 1;
+    return (b[1] & 1u) != 0;
   }
 
   /// Math, load or gather thread: waits for the next record and reads it (the slot stays held
@@ -751,6 +752,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + 1 + (kGatherA ? kGatherThreads : 0u));
     }
     if constexpr (T::kSplitK > 1) split.init();
+    Scheduler::init_shared(s_tiles + gemm_pair_claims_offset());
     ptx::fence_mbar_init();
     ptx::tma_prefetch_descriptor(&tma_a);
     ptx::tma_prefetch_descriptor(&tma_b);
@@ -773,7 +775,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       // offsets is a chain of dependent L2 reads).
       const bool publisher = ptx::lane_id() == 0;
       pdl_wait_at(p, false);
-      Scheduler sched(p);
+      Scheduler sched(p, s_tiles + gemm_pair_claims_offset());
       Tile t;
       bool more = sched.next(t);
       if (publisher) tiles.push(t, more);  // with pdl_early before the wait: the load thread may start B
@@ -819,9 +821,16 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           const int b_x = int(kb * bw.dx);
           const u32 b_y = bw.y0 + kb * bw.dy;
           if constexpr (kCluster > 1 && !T::kShareA) {
-            // This CTA's slice of the shared B tile, into the same stage of every CTA.
-            ptx::tma_load_2d_multicast(s_b + st * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full, b_x,
-                                       int(b_y + rank * (T::kBlockN / kCluster)), ptx::u16((1u << kCluster) - 1));
+            if (t.solo) {
+              // A tile of its own (GemmParams::pair_tail_split): every slice of B, into this CTA only.
+              for (u32 r = 0; r < u32(kCluster); ++r)
+                ptx::tma_load_2d(s_b + st * T::kSmemB + r * (T::kSmemB / kCluster), &tma_b, full, b_x,
+                                 int(b_y + r * (T::kBlockN / kCluster)));
+            } else {
+              // This CTA's slice of the shared B tile, into the same stage of every CTA.
+              ptx::tma_load_2d_multicast(s_b + st * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full, b_x,
+                                         int(b_y + rank * (T::kBlockN / kCluster)), ptx::u16((1u << kCluster) - 1));
+            }
           } else {
             ptx::tma_load_2d(s_b + st * T::kSmemB, &tma_b, full, b_x, int(b_y));
           }

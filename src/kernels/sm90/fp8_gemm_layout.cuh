@@ -83,7 +83,11 @@ inline constexpr unsigned kGemmTileSlots = 3;
 /// Bytes of one tile record in the pipe (Tile, padded).
 inline constexpr unsigned kGemmTileRecordBytes = 32;
 /// Shared memory of the tile pipe: the records, then a full and an empty mbarrier per slot.
-constexpr unsigned gemm_tile_pipe_bytes() { return kGemmTileSlots * (kGemmTileRecordBytes + 16u); }
+/// Offset, inside the tile pipe's region, of the pair-claims ring (scheduler.cuh PairClaims: four
+/// full and four empty mbarriers, four 4-byte values), and its bytes.
+constexpr unsigned gemm_pair_claims_offset() { return kGemmTileSlots * (kGemmTileRecordBytes + 16u); }
+inline constexpr unsigned kGemmPairClaimsBytes = 96;
+constexpr unsigned gemm_tile_pipe_bytes() { return gemm_pair_claims_offset() + kGemmPairClaimsBytes; }
 /// Most CTAs that share one tile's K range (split-K, a thread-block cluster along K).
 inline constexpr int kGemmMaxSplitK = 8;
 /// Shared memory of the split-K partial sums (the FP32 tile; a multiple of 1024 bytes); 0 without
@@ -165,6 +169,12 @@ struct GemmParams {
   /// one math warpgroup's MMAs; 128 rows: one wave), so the last wave ends sooner (masked 448-tile
   /// cases −2…−4%, perf-notes v20).
   unsigned tail_halves;
+  /// Contiguous scheduler with 64-row tiles in B-multicast pairs (clusters of two along M): 1 = a
+  /// unit whose 128 rows hold at most 64 valid ones (an expert's short last block, where rank 1
+  /// would compute a ghost tile of padding) runs as two N blocks of those rows instead — each CTA
+  /// one of them, loading its own B (no multicast: Tile::solo) — and the unit of the odd N block
+  /// is skipped, so such a block costs half the pair-tiles (perf-notes v27).
+  unsigned pair_tail_split;
   // Grouped GEMMs (unused by the dense one):
   const int* group_offsets;  ///< contiguous: [num_groups + 1] aligned segment starts
   const int* group_counts;   ///< [num_groups] valid rows per group

@@ -22,6 +22,9 @@ struct Tile {
   u32 valid_rows;  ///< rows of the tile that belong to its group (< BLOCK_M: the rest must not be written)
   /// Split-K (Fp8GemmTraits::kSplitK > 1) only: this CTA's K blocks [kb_begin, kb_end) of the tile.
   u32 kb_begin = 0, kb_end = 0;
+  /// B-multicast pairs (clusters along M) only: 1 = this CTA loads the tile's whole B itself and
+  /// multicasts nothing; its peer runs another tile of the same rows (GemmParams::pair_tail_split).
+  u32 solo = 0;
 };
 
 /// Identity of a math thread inside the CTA.
@@ -111,7 +114,9 @@ struct DenseScheduler {
   u32 m;
   TailHalves tail;
 
-  __device__ __forceinline__ explicit DenseScheduler(const GemmParams& p)
+  __device__ __forceinline__ static void init_shared(u32) {}
+
+  __device__ __forceinline__ explicit DenseScheduler(const GemmParams& p, u32 = 0)
       : num_units_m(((p.m + kBlockM - 1) / kBlockM + kUnitM - 1) / kUnitM),
         num_n_units(((p.n + kBlockN - 1) / kBlockN + kUnitN - 1) / kUnitN),
         num_units(num_units_m * num_n_units),
@@ -159,6 +164,51 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
   t.sb_offset = g * p.num_n_sb * p.num_kb;
 }
 
+/// Dynamic units for a 2-CTA cluster: rank 0's scheduler thread claims each unit (one atomic) and
+/// hands the index to rank 1's through a ring of kSlots words in rank 1's shared memory, so both
+/// CTAs take the same units in the same order. Per slot a `full` mbarrier in rank 1 (rank 0's
+/// release.cluster arrival after its remote store) and an `empty` one in rank 0 (rank 1's arrival
+/// once it has read the word). Lives at `base` (kGemmPairClaimsBytes of the tile pipe's region);
+/// init() runs on one thread of each CTA before the cluster's first barrier.
+struct PairClaims {
+  static constexpr u32 kSlots = 4;
+  static_assert(kSlots * 20 <= kGemmPairClaimsBytes, "the ring's barriers and values");
+  u32 base = 0;
+  u32 slot = 0, phase = 0;
+
+  __device__ __forceinline__ u32 full(u32 i) const { return base + 8 * i; }
+  __device__ __forceinline__ u32 empty(u32 i) const { return base + 8 * (kSlots + i); }
+  __device__ __forceinline__ u32 value(u32 i) const { return base + 16 * kSlots + 4 * i; }
+
+  __device__ __forceinline__ void init() const {
+    for (u32 i = 0; i < kSlots; ++i) {
+      ptx::mbar_init(full(i), 1);
+      ptx::mbar_init(empty(i), 1);
+    }
+  }
+  /// Rank 0: publishes `v` to rank 1.
+  __device__ __forceinline__ void send(u32 v) {
+    ptx::mbar_wait(empty(slot), phase ^ 1u);
+    ptx::st_shared_cluster_u32(ptx::map_to_cta(value(slot), 1), v);
+    ptx::mbar_arrive_cluster_release(ptx::map_to_cta(full(slot), 1));
+    advance();
+  }
+  /// Rank 1: the next value rank 0 published.
+  __device__ __forceinline__ u32 receive() {
+    ptx::mbar_wait_cluster(full(slot), phase);
+    const u32 v = ptx::ld_shared_u32(value(slot));
+    ptx::mbar_arrive_cluster(ptx::map_to_cta(empty(slot), 0));
+    advance();
+    return v;
+  }
+  __device__ __forceinline__ void advance() {
+    if (++slot == kSlots) {
+      slot = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
 /// Contiguous grouped GEMM: A's rows are sorted by group, group g owning the aligned segment
 /// [offsets[g], offsets[g+1]) of which the first counts[g] rows are valid. The used rows
 /// (offsets[G], capped by the allocated rows) are read on the device; a unit's group is found by
@@ -180,8 +230,9 @@ __device__ __forceinline__ void set_group(Tile& t, const GemmParams& p, u32 g) {
 ///    GEMM2).
 ///  * one pass (prefill): units in M order, rasterized (the M unit fastest inside a raster group),
 ///    so all units that share a B tile are adjacent in the order; the few empty units are skipped.
-/// Units are taken statically (CTA c: c, c + G, ...) or, with GemmParams::tile_counter (clusters
-/// of one only), dynamically: the first statically, every further one by atomicAdd.
+/// Units are taken statically (CTA c: c, c + G, ...) or, with GemmParams::tile_counter,
+/// dynamically: the first statically, every further one by atomicAdd (in clusters of two, rank 0
+/// claims and hands each index to rank 1: PairClaims).
 /// A unit is skipped only when its first tile has no valid row, so both CTAs of a cluster walk the
 /// same units; a tile of the unit past the valid rows is computed on padding rows of the same
 /// segment (valid_rows = 0) and its epilogue must tolerate that.
@@ -210,11 +261,18 @@ struct ContiguousScheduler {
   u32 used_rows = 0;
   TailHalves tail;  // kWide
   u32 pending_m0 = kNone, pending_n0 = 0;  // kWide: the second tile of a unit that meets two groups
+  PairClaims claims;  // kCluster == 2 with a tile counter
 
-  __device__ __forceinline__ explicit ContiguousScheduler(const GemmParams& params)
+  /// One thread per CTA, before the cluster's first barrier (claims_smem: see PairClaims).
+  __device__ __forceinline__ static void init_shared(u32 claims_smem) {
+    if constexpr (kCluster == 2) PairClaims{claims_smem}.init();
+  }
+
+  __device__ __forceinline__ explicit ContiguousScheduler(const GemmParams& params, u32 claims_smem = 0)
       : p(params), num_n_units(((params.n + kBlockN - 1) / kBlockN + kUnitN - 1) / kUnitN),
         group(params.raster_group ? params.raster_group : 1), rank(blockIdx.x % kCluster),
         stride(gridDim.x / kCluster), next_index(blockIdx.x / kCluster) {
+    claims.base = claims_smem;
     const u32 used = u32(ptx::ld_chain(p.group_offsets + p.num_groups));
     num_blocks = ((used < p.m ? used : p.m) + (kWide ? 255 : 127)) / (kWide ? 256 : 128);
     used_rows = used < p.m ? used : p.m;
@@ -264,9 +322,17 @@ struct ContiguousScheduler {
       started = 1;
       return next_index;
     }
-    if (kCluster == 1 && p.tile_counter != nullptr) {
+    if (p.tile_counter != nullptr) {
+      static_assert(kCluster <= 2, "dynamic units for clusters of one or two");
       u32 claimed = 0;
-      if (ptx::lane_id() == 0) claimed = atomicAdd(p.tile_counter, 1u);
+      if (ptx::lane_id() == 0) {
+        if (kCluster == 1 || rank == 0) {
+          claimed = atomicAdd(p.tile_counter, 1u);
+          if (kCluster == 2) claims.send(claimed);
+        } else {
+          claimed = claims.receive();
+        }
+      }
       return __shfl_sync(0xffffffffu, claimed, 0) + stride;
     }
     next_index += stride;
@@ -351,13 +417,28 @@ struct ContiguousScheduler {
       if (unit_m0 >= p.m) continue;
       t.m0 = unit_m0 + rank * kBlockM;
       t.n0 = n_block * kBlockN;
+      t.solo = 0;
       // Last group whose segment starts at or before the unit (empty groups share their start).
       const u32 lo = last_group_at_or_before(unit_m0);
       const int seg_start = ptx::ld_chain(p.group_offsets + lo);
       const int seg_end = ptx::ld_chain(p.group_offsets + lo + 1);
       int count = ptx::ld_chain(p.group_counts + lo);
       if (count > seg_end - seg_start) count = seg_end - seg_start;
-      if (seg_start + count - int(unit_m0) <= 0) continue;
+      const int unit_valid = seg_start + count - int(unit_m0);
+      if (unit_valid <= 0) continue;
+      if constexpr (kCluster == 2 && !kPairN) {
+        // A unit with at most one tile of valid rows: N blocks (2j, 2j + 1) of those rows, one per
+        // rank, at unit (block, 2j); the unit at 2j + 1 is empty. (An odd last N block keeps the
+        // ghost-tile form.) Both ranks take the same units, so they stay in step.
+        if (p.pair_tail_split && unit_valid <= kBlockM) {
+          if (n_block % 2u) continue;
+          if (n_block + 1u < num_n_units) {
+            t.m0 = unit_m0;
+            t.n0 = (n_block + rank) * kBlockN;
+            t.solo = 1;
+          }
+        }
+      }
       const int valid = seg_start + count - int(t.m0);
       t.valid_rows = valid <= 0 ? 0u : (valid < kBlockM ? u32(valid) : u32(kBlockM));
       set_group(t, p, lo);
@@ -382,7 +463,9 @@ struct MaskedScheduler {
   u32 m_tiles_per_group, num_n_units, num_tiles, rank, stride, next_index;
   TailHalves tail;
 
-  __device__ __forceinline__ explicit MaskedScheduler(const GemmParams& params)
+  __device__ __forceinline__ static void init_shared(u32) {}
+
+  __device__ __forceinline__ explicit MaskedScheduler(const GemmParams& params, u32 = 0)
       : p(params),
         m_tiles_per_group((params.group_max_m + kBlockM - 1) / kBlockM),
         num_n_units(((params.n + kBlockN - 1) / kBlockN + kCluster - 1) / kCluster),
