@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include "gemm/gemm_launch.h"
+#include "probe_device.h"
 #include "ptx/ptx.cuh"
 using namespace moekit;
 using u32 = ptx::u32;
@@ -176,17 +177,8 @@ void run(const char* label, const CUtensorMap& tmap, const unsigned char* src, P
 }  // namespace
 
 int main() {
-  int devices = 0, sms = 0, major = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "moekit_fill_probe: no CUDA device visible\n");
-    return 1;
-  }
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  if (major != 9 || sms > 264) {
-    std::fprintf(stderr, "moekit_fill_probe: needs an sm_90 GPU (got sm_%d0, %d SMs)\n", major, sms);
-    return 1;
-  }
+  const int sms = probe_device_sms("moekit_fill_probe", 264);
+  if (sms == 0) return 1;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   unsigned char* src = nullptr;
   if (cudaMalloc(&src, kStreamBytes) != cudaSuccess) {

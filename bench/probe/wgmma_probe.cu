@@ -24,6 +24,7 @@
 // Built as build/moekit_wgmma_probe (CMake target moekit_wgmma_probe); results: docs/perf-notes.md v16, v26.
 #include <cstdio>
 #include <cuda_runtime.h>
+#include "probe_device.h"
 #include "ptx/ptx.cuh"
 #include "ptx/wgmma_fp8.cuh"
 using namespace moekit;
@@ -308,17 +309,8 @@ void run(const char* name, int sms, const unsigned char* copy_src) {
 }
 
 int main() {
-  int devices = 0, sms = 0, major = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "moekit_wgmma_probe: no CUDA device visible\n");
-    return 1;
-  }
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  if (major != 9 || sms > 132) {
-    std::fprintf(stderr, "moekit_wgmma_probe: needs an sm_90 GPU with at most 132 SMs (got sm_%d0, %d SMs)\n", major, sms);
-    return 1;
-  }
+  const int sms = probe_device_sms("moekit_wgmma_probe", 132);
+  if (sms == 0) return 1;
   unsigned char* copy_src = nullptr;
   const size_t copy_bytes = size_t(sms) * 2 * kOperandBytes;
   cudaMalloc(&copy_src, copy_bytes);

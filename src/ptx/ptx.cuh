@@ -336,12 +336,6 @@ __device__ __forceinline__ void ld_shared_cluster_v4(u32 cluster_addr, float (&v
                : "memory");
 }
 
-__device__ __forceinline__ u32 ld_shared_u32(u32 addr) {
-  u32 v;
-  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-  return v;
-}
-
 /// 4-byte store into another CTA's shared memory (address from map_to_cta).
 __device__ __forceinline__ void st_shared_cluster_u32(u32 cluster_addr, u32 v) {
   asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(cluster_addr), "r"(v) : "memory");

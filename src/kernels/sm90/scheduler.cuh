@@ -196,7 +196,7 @@ struct PairClaims {
   /// Rank 1: the next value rank 0 published.
   __device__ __forceinline__ u32 receive() {
     ptx::mbar_wait_cluster(full(slot), phase);
-    const u32 v = ptx::ld_shared_u32(value(slot));
+    const u32 v = __float_as_uint(ptx::ld_shared_f32(value(slot)));  // the word's bits
     ptx::mbar_arrive_cluster(ptx::map_to_cta(empty(slot), 0));
     advance();
     return v;
