@@ -227,7 +227,8 @@ GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_p
   // expert's B tile drift apart and re-read it from DRAM (GEMM1 at DRAM peak, ~2x the weight bytes).
   // Dynamic scheduling (single CTAs, one pass) keeps them together too, but measured no faster at
   // T = 16384 and 2% slower at T = 4096 than the pairs (which halve B's L2 -> SM traffic), so
-  // prefill keeps the statically scheduled pairs (perf-notes v9).
+  // prefill keeps the pairs (perf-notes v9); since v27 they take their units dynamically too
+  // (rank 0 claims for both) when the layer passes a tile counter.
   c.multicast = rows_per_expert >= 128 ? 2 : 1;
   c.raster_group = 8;
   const int64_t tiles = std::max<int64_t>(1, rows_bound / c.block_m * ceil_div(n, c.block_n));

@@ -203,7 +203,8 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   p.row_weight = a.topk_weights;
   p.out_acc = a.y_acc;
   p.top_k = static_cast<unsigned>(a.top_k);
-  // (Pairs sharing A, forced through MOEKIT_MOE_GEMM2_CONFIG, are scheduled statically.)
+  // (Pairs sharing A, forced through MOEKIT_MOE_GEMM2_CONFIG, are scheduled statically: the layer
+  // never picks them, so their dynamic form is left unmeasured.)
   if (c.multicast == 1) p.tile_counter = dynamic_counter(2, a.tile_counter, a.force_dynamic, a.expected, a.hidden, c);
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};

@@ -151,10 +151,11 @@ struct GemmParams {
   /// last tile's K loop done, last tile's epilogue issued, exit; then the K loop end of each of the
   /// first kGemmTraceTiles tiles, the SM id and the number of tiles (kGemmTraceSlot*).
   unsigned long long* trace;
-  /// Dynamic tile scheduling (contiguous scheduler, clusters of 1): null = static (CTA c takes
+  /// Dynamic tile scheduling (contiguous scheduler, clusters of 1 or 2): null = static (CTA c takes
   /// units c, c + G, c + 2G, ... of the rasterized order); else a device counter that is 0 when the
-  /// kernel starts (the caller zeroes it; nothing resets it): each CTA takes its first unit
-  /// statically and every further one with atomicAdd(tile_counter, 1) + G, so units are started in
+  /// kernel starts (the caller zeroes it; nothing resets it): each CTA (cluster) takes its first
+  /// unit statically and every further one with atomicAdd(tile_counter, 1) + G (in a cluster of two,
+  /// rank 0 claims and hands the index to rank 1: PairClaims), so units are started in
   /// order as CTAs free up and the CTAs that share a B tile (consecutive units) run it at the same
   /// time however far the CTAs have drifted apart — the condition for L2 to serve the B tile's
   /// re-reads (perf-notes "dynamic scheduling").

@@ -233,9 +233,10 @@ struct PairClaims {
 /// Units are taken statically (CTA c: c, c + G, ...) or, with GemmParams::tile_counter,
 /// dynamically: the first statically, every further one by atomicAdd (in clusters of two, rank 0
 /// claims and hands each index to rank 1: PairClaims).
-/// A unit is skipped only when its first tile has no valid row, so both CTAs of a cluster walk the
-/// same units; a tile of the unit past the valid rows is computed on padding rows of the same
-/// segment (valid_rows = 0) and its epilogue must tolerate that.
+/// A unit is skipped only when its first tile has no valid row (or, with GemmParams::
+/// pair_tail_split, when it is the odd N block of a split tail block), decisions both CTAs of a
+/// cluster make alike, so they walk the same units; a tile of the unit past the valid rows is
+/// computed on padding rows of the same segment (valid_rows = 0) and its epilogue must tolerate that.
 /// 256-row tiles (one pass): unit u is rows [256 u, 256 u + 256) of the layout (with clusters of
 /// two, at two horizontally adjacent N blocks, CTA rank r taking the r-th: the pair shares A).
 /// Segments are 128-aligned, so a unit meets at most two groups; when its first group's segment
