@@ -83,3 +83,14 @@ final_check() {
   for r in 1 2 3; do masked_round "masked r$r"; done
   MOEKIT_TRACE_GEMM=fp8_gemm timeout 60 ./build/moekit bench grouped --no-baseline --reps 2 --case masked:4:256:7168:2048 2>&1 | grep -A3 "moekit trace" | tail -4
 }
+
+# session_final PROBE SHOW: a session's final check after gpu_suite.sh — the sanitizers ($MEMCHECK_FILTER,
+# $RACECHECK_FILTER, their timeouts), one run of build/PROBE shown through SHOW (e.g. "tail -19"),
+# final_check and the call's total time (v26, v27).
+session_final() {
+  sanitize
+  (cd build && timeout 60 ./$1) > $OUT/probe.txt 2>&1
+  $2 $OUT/probe.txt
+  final_check
+  echo "total $(( $(date +%s) - t0 )) s"
+}

@@ -5,8 +5,5 @@
 source scripts/exp/gpu_suite.sh
 source scripts/exp/bench_lib.sh
 MEMCHECK_FILTER='MoeGemm1Swiglu.PairTailSplitIsBitIdentical:MoeGemm1Swiglu.GatherMatchesPermuted:MoeLayer.PresetsMatchSpecReference' \
-RACECHECK_FILTER='MoeGemm1Swiglu.PairTailSplitIsBitIdentical' MEMCHECK_TIMEOUT=240 RACECHECK_TIMEOUT=200 sanitize
-(cd build && timeout 60 ./moekit_fill_probe) > $OUT/fill_probe.txt 2>&1
-head -8 $OUT/fill_probe.txt
-final_check
-echo "total $(( $(date +%s) - t0 )) s"
+RACECHECK_FILTER='MoeGemm1Swiglu.PairTailSplitIsBitIdentical' MEMCHECK_TIMEOUT=240 RACECHECK_TIMEOUT=200 \
+  session_final moekit_fill_probe "head -8"
