@@ -381,6 +381,19 @@ __device__ __forceinline__ void red_add_v4_f32(float* ptr, float a, float b, flo
                : "memory");
 }
 
+/// The special-function unit's 2^x and 1/x (MUFU.EX2 / MUFU.RCP, a few ulps; denormal inputs and
+/// results flushed to zero) without the range fix-ups __expf and __fdividef wrap around them.
+__device__ __forceinline__ float ex2_approx_ftz(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float rcp_approx_ftz(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 /// Packs two floats to bf16x2 (round to nearest even): `lo` to the low half (lower address).
 __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
   u32 r;

@@ -43,6 +43,10 @@ struct Bf16TmaEpilogue {
                                                const GemmParams& p,
                                                u32 smem_d, const ptx::TmaDescriptor& tma_d,
                                                const MathThread& th) {
+#if MOEKIT_DIAG_NO_EPILOGUE
+    diag_sink(acc, static_cast<float*>(p.d));
+    return;
+#endif
     const u32 n = p.n;
     // The previous tile's TMA store must have finished reading the staging buffer.
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait_read<0>();

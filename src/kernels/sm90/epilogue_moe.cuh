@@ -49,25 +49,35 @@ struct SwigluFp8Epilogue {
     return __fmaf_rn(__fmaf_rn(-y, q0, x), r, q0);
   }
 
-  __device__ __forceinline__ static float swiglu(float g, float u, float limit) {
-    if (limit > 0.0f) {
-      g = g > limit ? limit : g;                          // comparisons keep NaN
-      u = u > limit ? limit : (u < -limit ? -limit : u);
-    }
-    // silu(g) = g / (1 + e^-g) with the hardware exponential and reciprocal (MUFU.EX2 / MUFU.RCP,
-    // a few FP32 ulps): h feeds an E4M3 quantizer with 3 mantissa bits, and g itself carries the
-    // tensor core's ~1e-4 accumulation error, so the IEEE-exact forms (accurate expf, a Newton step
-    // and a Markstein division: ~20 instructions per element) bought nothing but epilogue time
-    // (perf-notes v17). The exponent is capped so the denominator stays finite (silu of g < -80 is
-    // below 1e-33, far under any row's quantization step); a NaN g stays NaN.
-    const float d = 1.0f + __expf(fminf(-g, 80.0f));
-    return __fdividef(g, d) * u;
+  /// The optional clamp (SPEC §3: g <= limit, -limit <= u <= limit; comparisons keep NaN).
+  __device__ __forceinline__ static void clamp(float& g, float& u, float limit) {
+    g = g > limit ? limit : g;
+    u = u > limit ? limit : (u < -limit ? -limit : u);
+  }
+
+  /// silu(g) * u = g / (1 + 2^(-g log2 e)) * u with the special-function unit's 2^x and 1/x (a few
+  /// FP32 ulps): h feeds an E4M3 quantizer with 3 mantissa bits, and g itself carries the tensor
+  /// core's ~1e-4 accumulation error, so the IEEE-exact forms (accurate expf, a Newton step and a
+  /// Markstein division: ~20 instructions per element) bought nothing but epilogue time (perf-notes
+  /// v17). The exponent is capped so the denominator stays finite (silu of g < -80 is below 1e-33,
+  /// far under any row's quantization step); a NaN g stays NaN. The bare MUFU forms give the bits
+  /// of __expf / __fdividef here (their fix-ups only touch results below 2^-126, which vanish in
+  /// 1 + e, and divisors of 2^126 or more, which 1 + e^80 is not) in 7 instead of 15 instructions
+  /// per element (measured: the same rel_l2 on every preset; GEMM1 -0.3% at T = 4096, the layer
+  /// -1 µs at T = 1, perf-notes v28).
+  __device__ __forceinline__ static float silu_mul(float g, float u) {
+    const float e = ptx::ex2_approx_ftz(fminf(-g, 80.0f) * 1.44269504088896341f);
+    return __fmul_rn(g, ptx::rcp_approx_ftz(1.0f + e)) * u;
   }
 
   /// h of this thread's 32 elements in place of the gate accumulators (rows r0 when `lo`, r0 + 8
   /// when `hi`; the other rows' h is 0) and their partial row maxima.
   template <bool kLo, bool kHi>
   __device__ __forceinline__ static void swiglu_rows(float (&acc)[64], float limit, float& amax0, float& amax1) {
+    if (limit > 0.0f) {  // uniform: the clamp costs nothing where no limit is set
+#pragma unroll
+      for (int i = 0; i < 32; ++i) clamp(acc[i], acc[32 + i], limit);
+    }
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const bool lo_row = (i & 2) == 0;
@@ -75,7 +85,7 @@ struct SwigluFp8Epilogue {
         acc[i] = 0.0f;
         continue;
       }
-      acc[i] = swiglu(acc[i], acc[32 + i], limit);
+      acc[i] = silu_mul(acc[i], acc[32 + i]);
       if (lo_row) amax0 = fmaxf(amax0, fabsf(acc[i]));
       else amax1 = fmaxf(amax1, fabsf(acc[i]));
     }
@@ -83,6 +93,10 @@ struct SwigluFp8Epilogue {
 
   __device__ __forceinline__ static void store(float (&acc)[64], const Tile& t, const GemmParams& p, u32 smem_d,
                                                const ptx::TmaDescriptor& tma_d, const MathThread& th) {
+#if MOEKIT_DIAG_NO_EPILOGUE
+    diag_sink(acc, p.sa_out);
+    return;
+#endif
     const u32 r0 = th.warp * 16 + th.lane / 4;
     // Padding rows (past the tile's valid rows) hold garbage — with 8-row A boxes, stale shared
     // memory and unwritten A scales — whose NaN / Inf / denormal values send every IEEE division

@@ -17,9 +17,27 @@
 // (B scales are read from global memory by the math threads, one K block ahead.)
 #pragma once
 
+/// Diagnostic switch for A/B runs only — the results are wrong: MOEKIT_DIAG_NO_EPILOGUE=1 makes the
+/// bf16 and MoE GEMM1 epilogues store nothing (the sums only feed a never-taken store, so the K loop
+/// stays), to measure what the epilogue costs (perf-notes v28).
+#ifndef MOEKIT_DIAG_NO_EPILOGUE
+#define MOEKIT_DIAG_NO_EPILOGUE 0
+#endif
+
 namespace moekit::sm90 {
 
 inline constexpr unsigned kGemmBlockK = 128;
+
+#if MOEKIT_DIAG_NO_EPILOGUE
+/// MOEKIT_DIAG_NO_EPILOGUE: folds the tile's sums into one never-taken store.
+template <int N>
+__device__ __forceinline__ void diag_sink(const float (&acc)[N], float* never) {
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) s += acc[i];
+  if (s == 1.2345e-30f && never != nullptr) *never = s;
+}
+#endif
 
 /// True if the kernel supports this BLOCK_N: a multiple of 8 in [16, 128], or 144, 160 or 192
 /// (wider tiles must never span more than two 128-column scale blocks).
