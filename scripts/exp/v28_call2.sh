@@ -2,6 +2,8 @@
 # h across the three epilogue forms), then deepseek-v3 T = 4096, 8192, 16384 in two interleaved rounds:
 # default, h handed over (4 stages), sums handed over (3 stages), and the default epilogue with 4 and 3
 # stages (what the stage count alone costs).
+# Ran on an intermediate build of the deferred epilogue (knob MOEKIT_GEMM1_DEFERRED=h|sums) that is not kept;
+# scripts/exp/v28_deferred_epilogue.patch (applies to 83c3eff) holds the final form measured in call 4.
 export MOEKIT_CACHE_DIR=$PWD/.jitcache
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 t0=$(date +%s)

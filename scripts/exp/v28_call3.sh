@@ -2,6 +2,7 @@
 # epilogue, without it (MOEKIT_DIAG_NO_EPILOGUE, results wrong) and deferred (h handed over, 4 stages)
 # or the default with 4 stages: (1) ncu at locked base clocks, one GEMM1 launch at T = 4096 and 16384;
 # (2) default clocks, nvidia-smi every 50 ms over back-to-back layers (SM clock, power).
+# MOEKIT_GEMM1_DEFERRED=h: the intermediate deferred form of call 2 (not kept; see v28_call2.sh).
 export MOEKIT_CACHE_DIR=$PWD/.jitcache
 t0=$(date +%s)
 MET='--metrics smsp__inst_executed.sum,sm__cycles_elapsed.avg.per_second,gpu__time_duration.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active'

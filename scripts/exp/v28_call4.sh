@@ -2,6 +2,7 @@
 # over the consumed up sums, four stages). GEMM1 tests + racecheck of the new test; ncu cycles at base
 # clocks (T = 4096, 16384); then deepseek-v3 T = 4096, 8192, 16384 in three interleaved rounds: default,
 # deferred, and the default epilogue with four stages.
+# Needs scripts/exp/v28_deferred_epilogue.patch applied to 83c3eff (the deferred epilogue was removed after this call).
 export MOEKIT_CACHE_DIR=$PWD/.jitcache
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 t0=$(date +%s)

@@ -2,6 +2,7 @@
 # against its cp.async form (=0). GEMM1 / layer tests + racecheck of the gather test; then deepseek-v3
 # in two interleaved rounds: default rule (gather below 128 rows per expert), gather everywhere
 # with TMA rows, gather everywhere with cp.async.
+# Needs scripts/exp/v28_gather_tma.patch applied (the one-row TMA gather was removed after this call).
 export MOEKIT_CACHE_DIR=$PWD/.jitcache
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 t0=$(date +%s)
