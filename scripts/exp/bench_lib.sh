@@ -9,6 +9,8 @@
 #   sanitize                 memcheck over $MEMCHECK_FILTER and racecheck over $RACECHECK_FILTER (build/)
 #   masked_round LABEL       bench grouped --no-baseline over $MASKED, one line "LABEL: rows us kKERN_US | ..."
 #   final_check              main_benches, three masked_rounds of DeepGEMM's masked rows, one traced launch (v23, v24)
+#   moe_round TAG ROUND TOKENS [ENV...]   deepseek-v3 layer (no baseline, no check) under ENV with ${BIN:-build/moekit}:
+#                            one line of layer µs and GEMM1 stage µs per T (v28)
 S4096=4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048
 
 gemm_summary() {
@@ -60,12 +62,17 @@ halves_ab() {
   done
 }
 
+# racecheck_run FILTER: racecheck over the GPU tests in FILTER, one summary line.
+racecheck_run() {
+  timeout ${RACECHECK_TIMEOUT:-250} compute-sanitizer --tool racecheck ./build/moekit_gpu_tests --gtest_filter="$1" > $OUT/racecheck.log 2>&1
+  echo "racecheck rc=$?: $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' $OUT/racecheck.log | tail -3 | tr '\n' ' ')"
+}
+
 sanitize() {
   local t=$(date +%s)
   timeout ${MEMCHECK_TIMEOUT:-280} compute-sanitizer --tool memcheck ./build/moekit_gpu_tests --gtest_filter="$MEMCHECK_FILTER" > $OUT/memcheck.log 2>&1
   echo "memcheck rc=$?: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' $OUT/memcheck.log | tail -3 | tr '\n' ' ')"
-  timeout ${RACECHECK_TIMEOUT:-250} compute-sanitizer --tool racecheck ./build/moekit_gpu_tests --gtest_filter="$RACECHECK_FILTER" > $OUT/racecheck.log 2>&1
-  echo "racecheck rc=$?: $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' $OUT/racecheck.log | tail -3 | tr '\n' ' ')"
+  racecheck_run "$RACECHECK_FILTER"
   echo "sanitizers took $(( $(date +%s) - t )) s"
 }
 
@@ -84,13 +91,24 @@ final_check() {
   MOEKIT_TRACE_GEMM=fp8_gemm timeout 60 ./build/moekit bench grouped --no-baseline --reps 2 --case masked:4:256:7168:2048 2>&1 | grep -A3 "moekit trace" | tail -4
 }
 
-# session_final PROBE SHOW: a session's final check after gpu_suite.sh — the sanitizers ($MEMCHECK_FILTER,
-# $RACECHECK_FILTER, their timeouts), one run of build/PROBE shown through SHOW (e.g. "tail -19"),
-# final_check and the call's total time (v26, v27).
+# session_final [PROBE SHOW]: a session's final check after gpu_suite.sh — the sanitizers ($MEMCHECK_FILTER,
+# $RACECHECK_FILTER, their timeouts), one run of build/PROBE shown through SHOW (e.g. "tail -19") when
+# given, final_check and the call's total time (v25-v28).
 session_final() {
   sanitize
-  (cd build && timeout 60 ./$1) > $OUT/probe.txt 2>&1
-  $2 $OUT/probe.txt
+  if [ -n "$1" ]; then
+    (cd build && timeout 60 ./$1) > $OUT/probe.txt 2>&1
+    $2 $OUT/probe.txt
+  fi
   final_check
   echo "total $(( $(date +%s) - t0 )) s"
+}
+
+# moe_round TAG ROUND TOKENS [ENV...]: one A/B round of the deepseek-v3 layer under ENV (v28); output kept in
+# $OUT/ab_TAG_rROUND.txt.
+moe_round() {
+  local tag=$1 r=$2 tok=$3
+  shift 3
+  env "$@" timeout 250 ${BIN:-./build/moekit} bench moe --preset deepseek-v3 --tokens $tok --no-baseline --no-check > $OUT/ab_${tag}_r$r.txt 2>&1
+  echo "$tag r$r: $(awk '$1 == "deepseek-v3" {printf "T=%s %s us; ", $2, $5}' $OUT/ab_${tag}_r$r.txt) g1: $(grep '# stages' $OUT/ab_${tag}_r$r.txt | sed 's/.*gemm1_swiglu \([0-9.]*\).*/\1/' | tr '\n' ' ')"
 }

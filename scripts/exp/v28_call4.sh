@@ -3,14 +3,9 @@
 # clocks (T = 4096, 16384); then deepseek-v3 T = 4096, 8192, 16384 in three interleaved rounds: default,
 # deferred, and the default epilogue with four stages.
 # Needs scripts/exp/v28_deferred_epilogue.patch applied to 83c3eff (the deferred epilogue was removed after this call).
-export MOEKIT_CACHE_DIR=$PWD/.jitcache
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-t0=$(date +%s)
-timeout 300 ./build/moekit_gpu_tests --gtest_filter='MoeGemm1Swiglu.*:MoeLayer.PresetsMatchSpecReference' > $OUT/tests.txt 2>&1
-echo "tests rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' $OUT/tests.txt | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
-grep -E 'FAILED|Failure|differ' $OUT/tests.txt | head -20
-timeout 200 compute-sanitizer --tool racecheck ./build/moekit_gpu_tests --gtest_filter='MoeGemm1Swiglu.DeferredEpilogueIsBitIdentical' > $OUT/racecheck.log 2>&1
-echo "racecheck rc=$?: $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' $OUT/racecheck.log | tail -3 | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
+GTEST_FILTER='MoeGemm1Swiglu.*:MoeLayer.PresetsMatchSpecReference' source scripts/exp/gpu_suite.sh
+source scripts/exp/bench_lib.sh
+RACECHECK_TIMEOUT=200 racecheck_run 'MoeGemm1Swiglu.DeferredEpilogueIsBitIdentical'
 MET='--metrics smsp__inst_executed.sum,gpu__time_duration.sum'
 for T in 4096 16384; do
   for v in MOEKIT_X=0 MOEKIT_GEMM1_DEFERRED=1; do
@@ -19,14 +14,9 @@ for T in 4096 16384; do
     echo "ncu T=$T [$v] $(grep -E 'inst_executed|duration' $OUT/ncu.txt | awk '{printf "%s=%s ", $1, $NF}')"
   done
 done
-run() {  # TAG ROUND ENV...
-  local tag=$1 r=$2; shift 2
-  env "$@" timeout 250 ./build/moekit bench moe --preset deepseek-v3 --tokens 4096,8192,16384 --no-baseline --no-check > $OUT/ab_${tag}_r$r.txt 2>&1
-  echo "$tag r$r: $(awk '$1 == "deepseek-v3" {printf "T=%s %s us; ", $2, $5}' $OUT/ab_${tag}_r$r.txt) g1: $(grep '# stages' $OUT/ab_${tag}_r$r.txt | sed 's/.*gemm1_swiglu \([0-9.]*\).*/\1/' | tr '\n' ' ')"
-}
 for r in 1 2 3; do
-  run base $r MOEKIT_X=0
-  run def $r MOEKIT_GEMM1_DEFERRED=1
-  run s4 $r MOEKIT_MOE_GEMM1_CONFIG=m64n256s4g8x132c2
+  moe_round base $r 4096,8192,16384 MOEKIT_X=0
+  moe_round def $r 4096,8192,16384 MOEKIT_GEMM1_DEFERRED=1
+  moe_round s4 $r 4096,8192,16384 MOEKIT_MOE_GEMM1_CONFIG=m64n256s4g8x132c2
 done
 echo "took $(( $(date +%s) - t0 )) s"

@@ -2,12 +2,8 @@
 # (8 instead of ~16 instructions per element). build_old/moekit is 83c3eff (v27's final build).
 # (1) GEMM1 / layer tests; (2) same bits: rel_l2 of every preset, old and new binary; (3) deepseek-v3
 # T = 4096, 8192, 16384 in three interleaved rounds and T = 1, 64 in two, old vs new.
-export MOEKIT_CACHE_DIR=$PWD/.jitcache
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-t0=$(date +%s)
-timeout 400 ./build/moekit_gpu_tests --gtest_filter='MoeGemm1Swiglu.*:MoeLayer.*' > $OUT/tests.txt 2>&1
-echo "tests rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' $OUT/tests.txt | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
-grep -E 'FAILED|Failure' $OUT/tests.txt | head -20
+GTEST_FILTER='MoeGemm1Swiglu.*:MoeLayer.*' source scripts/exp/gpu_suite.sh
+source scripts/exp/bench_lib.sh
 for b in old new; do
   bin=./build/moekit; [ $b = old ] && bin=./build_old/moekit
   timeout 300 $bin bench moe --preset all --tokens 1,7,1000,4096 --no-baseline --reps 2 > $OUT/acc_$b.txt 2>&1
@@ -16,16 +12,12 @@ done
 echo "rel_l2 lines: $(wc -l < $OUT/accs_new.txt); differing between old and new: $(diff $OUT/accs_old.txt $OUT/accs_new.txt | grep -c '^<') ($(( $(date +%s) - t0 )) s)"
 paste -d' ' $OUT/accs_old.txt $OUT/accs_new.txt | tr '\n' ';' | cut -c1-1500
 echo
-run() {  # TAG BIN ROUND TOKENS
-  timeout 250 $2 bench moe --preset deepseek-v3 --tokens $4 --no-baseline --no-check > $OUT/ab.txt 2>&1
-  echo "$1 r$3: $(awk '$1 == "deepseek-v3" {printf "T=%s %s us; ", $2, $5}' $OUT/ab.txt) g1: $(grep '# stages' $OUT/ab.txt | sed 's/.*gemm1_swiglu \([0-9.]*\).*/\1/' | tr '\n' ' ')"
-}
 for r in 1 2 3; do
-  run old ./build_old/moekit $r 4096,8192,16384
-  run new ./build/moekit $r 4096,8192,16384
+  BIN=./build_old/moekit moe_round old $r 4096,8192,16384
+  moe_round new $r 4096,8192,16384
 done
 for r in 1 2; do
-  run old ./build_old/moekit $r 1,64
-  run new ./build/moekit $r 1,64
+  BIN=./build_old/moekit moe_round old $r 1,64
+  moe_round new $r 1,64
 done
 echo "took $(( $(date +%s) - t0 )) s"

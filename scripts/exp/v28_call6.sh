@@ -3,14 +3,9 @@
 # in two interleaved rounds: default rule (gather below 128 rows per expert), gather everywhere
 # with TMA rows, gather everywhere with cp.async.
 # Needs scripts/exp/v28_gather_tma.patch applied (the one-row TMA gather was removed after this call).
-export MOEKIT_CACHE_DIR=$PWD/.jitcache
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-t0=$(date +%s)
-timeout 400 ./build/moekit_gpu_tests --gtest_filter='MoeGemm1Swiglu.*:MoeLayer.*' > $OUT/tests.txt 2>&1
-echo "tests rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' $OUT/tests.txt | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
-grep -E 'FAILED|Failure' $OUT/tests.txt | head -20
-timeout 200 compute-sanitizer --tool racecheck ./build/moekit_gpu_tests --gtest_filter='MoeGemm1Swiglu.GatherMatchesPermuted' > $OUT/racecheck.log 2>&1
-echo "racecheck rc=$?: $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' $OUT/racecheck.log | tail -3 | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
+GTEST_FILTER='MoeGemm1Swiglu.*:MoeLayer.*' source scripts/exp/gpu_suite.sh
+source scripts/exp/bench_lib.sh
+RACECHECK_TIMEOUT=200 racecheck_run 'MoeGemm1Swiglu.GatherMatchesPermuted'
 run() {  # TAG ROUND ENV...
   local tag=$1 r=$2; shift 2
   env "$@" timeout 250 ./build/moekit bench moe --preset deepseek-v3 --tokens 1,64,1024,2048,4096,16384 --no-baseline --no-check > $OUT/ab_${tag}_r$r.txt 2>&1
