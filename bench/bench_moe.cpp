@@ -3,6 +3,7 @@
 //
 //   moekit bench moe [--preset NAME|all] [--tokens 1,8,64,...] [--reps R] [--format text|csv|json]
 //                    [--no-check] [--no-baseline] [--gemm1-promote-k 0|32|64|128] [--cooldown-ms MS]
+//                    [--energy]
 //
 // Inputs: x uniform in [-1, 1); router logits uniform in [-2, 2) (fp32); sigmoid_grouped
 // correction bias uniform in [-0.01, 0.01). (Wider logits saturate the sigmoid and let the bias
@@ -34,10 +35,15 @@
 //                cuBLASLt needs each GEMM's A scales as one dense [kb, m] block, so every expert
 //                GEMM is preceded by one small 2D copy of its rows' scales (counted in base_us).
 //                vs_base = base_us / us; base_diff = ‖y − y_base‖ / ‖y_base‖ over all rows.
+// --energy adds an "energy" line per T: after a cool-down, at least 1.5 s of back-to-back forwards
+// (at least R), joules per layer from NVML's energy counter and the average power over them — at
+// prefill sizes the layer runs at the GPU's power limit, where its time follows its energy
+// (perf-notes v28).
 // Each timed pass longer than 20 ms (the layer's, the stages', the baseline's) starts after
 // --cooldown-ms (default 1500) of idle time, so that none runs hotter for following another
 // (perf-notes v20). In csv / json mode the table alone goes to stdout, the notes to stderr.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -125,6 +131,26 @@ std::string stage_breakdown(const std::function<void()>& forward, cudaStream_t s
   return out;
 }
 
+/// "N layers in MS ms: J per layer, W average" over at least 1.5 s (and `reps`) of back-to-back
+/// `forward`s of ~`us` each, after a cool-down; NVML's energy counter (bench_util.h).
+std::string energy_per_forward(const std::function<void()>& forward, cudaStream_t stream, double us, int reps,
+                               double pass_us, int cooldown_ms) {
+  const int device = detail::current_device().device;
+  if (gpu_energy_joules(device) < 0) return "NVML energy counter not available";
+  const int n = std::max(reps, static_cast<int>(std::ceil(1.5e6 / std::max(us, 1.0))));
+  cool_down(std::max(pass_us, 1.5e6), cooldown_ms);
+  forward();
+  forward();
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const double e0 = gpu_energy_joules(device);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) forward();
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double joules = gpu_energy_joules(device) - e0;
+  return fmt("%d layers in %.1f ms: %.4f J per layer, %.0f W", n, secs * 1e3, joules / n, joules / secs);
+}
+
 constexpr int kSampleRows = 16;  // rows checked against the reference for T > 64
 
 // vLLM's Triton fused_moe GEMM-only times for deepseek-v3 on this H100 (from issue 4), µs.
@@ -146,7 +172,7 @@ void usage(FILE* out) {
                "usage: moekit bench moe [--preset NAME|all] [--tokens T1,T2,...] [--reps R]\n"
                "                        [--format text|csv|json] [--no-check] [--no-baseline]\n"
                "                        [--gemm1-promote-k 0|32|64|128] [--gemm1-input auto|permuted|gathered]\n"
-               "                        [--cooldown-ms MS]\n"
+               "                        [--cooldown-ms MS] [--energy]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
                "           gpt-oss-120b, deepseek-v2-lite, all\n"
                "  tokens default: 1,8,64,256,1024,4096,16384\n"
@@ -156,7 +182,8 @@ void usage(FILE* out) {
                "                 (K per tensor-core accumulation chain of GEMM1: accuracy vs prefill speed)\n"
                "  --gemm1-input  MoeConfig::gemm1_input: auto (default), permuted (copy per slot) or gathered\n"
                "                 (GEMM1 reads rows by token)\n"
-               "  --cooldown-ms  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n");
+               "  --cooldown-ms  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
+               "  --energy       joules per layer and average watts over >= 1.5 s of back-to-back forwards (NVML)\n");
 }
 
 /// Rows compared with the reference: all for T ≤ 64, else kSampleRows (first, last, random).
@@ -399,7 +426,7 @@ int bench_moe_main(int argc, char** argv) {
   std::vector<int64_t> tokens = {1, 8, 64, 256, 1024, 4096, 16384};
   int reps = 10;
   int cooldown_ms = 1500;
-  bool check = true, with_baseline = true;
+  bool check = true, with_baseline = true, energy = false;
   int promote_k = MoeConfig{}.gemm1_promote_k;
   MoeGemm1Input gemm1_input = MoeConfig{}.gemm1_input;
   for (int i = 1; i < argc; ++i) {
@@ -412,6 +439,7 @@ int bench_moe_main(int argc, char** argv) {
     else if (arg == "--no-check") check = false;
     else if (arg == "--cooldown-ms" && i + 1 < argc) cooldown_ms = std::clamp(std::atoi(argv[++i]), 0, 60000);
     else if (arg == "--no-baseline") with_baseline = false;
+    else if (arg == "--energy") energy = true;
     else if (arg == "--gemm1-promote-k" && i + 1 < argc) promote_k = std::atoi(argv[++i]);
     else if (arg == "--gemm1-input" && i + 1 < argc) {
       const std::string v = argv[++i];
@@ -484,7 +512,7 @@ int bench_moe_main(int argc, char** argv) {
   const cudaStream_t stream = bench_stream.get();
   std::unique_ptr<baseline::CublasLt> lt;
   if (with_baseline) lt = std::make_unique<baseline::CublasLt>();
-  std::vector<std::string> stage_lines;
+  std::vector<std::string> stage_lines, energy_lines;
   Table table({"preset", "T", "experts_hit", "rel_l2", "us", "route_us", "moe_us", "TFLOPS", "weight_GB/s",
                "floor_us", "x_floor", "vllm_us", "vs_vllm", "base_us", "vs_base", "base_diff", "note"});
   int failures = 0;
@@ -569,6 +597,9 @@ int bench_moe_main(int argc, char** argv) {
         cool_down(pass_us, cooldown_ms);
         stage_lines.push_back(fmt("# stages %s T=%lld (us): ", p->name, (long long)t) +
                               stage_breakdown([&] { layer.forward(a, stream); }, stream, reps));
+        if (energy) energy_lines.push_back(fmt("# energy %s T=%lld: ", p->name, (long long)t) +
+                                           energy_per_forward([&] { layer.forward(a, stream); }, stream, us, reps,
+                                                              pass_us, cooldown_ms));
         MOEKIT_CUDA_CHECK(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), stream));
         layer.forward(a_out, stream);  // the output checked
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -634,6 +665,7 @@ int bench_moe_main(int argc, char** argv) {
   std::printf("%s", format == "csv" ? table.csv().c_str() : format == "json" ? table.json().c_str() : table.text().c_str());
   std::fflush(stdout);
   for (const auto& line : stage_lines) std::fprintf(info, "%s\n", line.c_str());
+  for (const auto& line : energy_lines) std::fprintf(info, "%s\n", line.c_str());
   return failures ? 1 : 0;
 }
 

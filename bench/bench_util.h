@@ -36,6 +36,11 @@ inline constexpr size_t kKinetoFlushBytes = size_t(256) << 20;
 /// starts from the same idle state whatever ran before it (perf-notes v20).
 void cool_down(double pass_us, int ms);
 
+/// Energy the GPU `device` (CUDA ordinal) has used since its driver loaded, in joules (NVML's
+/// total-energy counter, millijoule steps; libnvidia-ml is opened at run time), or a negative value
+/// where NVML or the counter is missing.
+double gpu_energy_joules(int device);
+
 /// Device-to-device copy bandwidth in bytes/s (bytes read + bytes written), measured once per
 /// process with a 1 GiB cudaMemcpyAsync and cached.
 double measured_copy_bandwidth();

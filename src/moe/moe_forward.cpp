@@ -259,11 +259,13 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
     g2.sb = a.sw2;
     g2.d = p.d2;
     g2.ldd = a.hidden;
-    grouped_gemm_fp8_contiguous_counted(g2, p.rows, sort.expert_offsets, sort.expert_counts,
-                                        moe_dynamic_scheduling(2) ? p.counters + 1 : nullptr, stream);
+    if (!moe_diag_skip("gemm2_rows"))
+      grouped_gemm_fp8_contiguous_counted(g2, p.rows, sort.expert_offsets, sort.expert_counts,
+                                          moe_dynamic_scheduling(2) ? p.counters + 1 : nullptr, stream);
     moe_stage_mark("gemm2_rows", stream);
-    moe_combine(p.d2, a.hidden, sort.expanded_to_permuted, a.topk_weights, a.num_tokens, a.top_k, a.hidden, a.y,
-                a.hidden, stream);
+    if (!moe_diag_skip("combine"))
+      moe_combine(p.d2, a.hidden, sort.expanded_to_permuted, a.topk_weights, a.num_tokens, a.top_k, a.hidden, a.y,
+                  a.hidden, stream);
     moe_stage_mark("combine", stream);
     return;
   }
