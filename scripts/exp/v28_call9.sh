@@ -3,10 +3,9 @@
 # stages after a skipped one run on stale data). Also the layer tests after MOEKIT_DIAG_SKIP learned the
 # rows path's gemm2_rows and combine.
 GTEST_FILTER='MoeLayer.*' source scripts/exp/gpu_suite.sh
+source scripts/exp/bench_lib.sh
 for v in "MOEKIT_X=0" "MOEKIT_DIAG_SKIP=gemm2_rows" "MOEKIT_DIAG_SKIP=combine" "MOEKIT_DIAG_SKIP=permute_quant" \
          "MOEKIT_DIAG_SKIP=gemm2_rows,combine" "MOEKIT_X=1"; do
-  env $v timeout 200 ./build/moekit bench moe --preset deepseek-v3 --tokens 4096,16384 --no-baseline --no-check --energy > $OUT/e.txt 2>&1
-  echo "[$v] $(awk '$1 == "deepseek-v3" {printf "T=%s %s us; ", $2, $5}' $OUT/e.txt)"
-  grep -E '^# (energy|stages)' $OUT/e.txt | sed 's/^/    /; s/ (us)//' | cut -c1-170
+  energy_round $v 4096,16384
 done
 echo "total $(( $(date +%s) - t0 )) s"
