@@ -11,7 +11,7 @@
 #   final_check              main_benches, three masked_rounds of DeepGEMM's masked rows, one traced launch (v23, v24)
 #   moe_round TAG ROUND TOKENS [ENV...]   deepseek-v3 layer (no baseline, no check) under ENV with ${BIN:-build/moekit}:
 #                            one line of layer µs and GEMM1 stage µs per T (v28)
-#   energy_round ENV TOKENS  deepseek-v3 layer under ENV (one NAME=VALUE) with --energy: layer µs, stage and
+#   energy_round ENV TOKENS  deepseek-v3 layer under ENV (NAME=VALUE words) with --energy: layer µs, stage and
 #                            energy lines per T (v28)
 S4096=4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048
 
@@ -115,7 +115,7 @@ moe_round() {
   echo "$tag r$r: $(awk '$1 == "deepseek-v3" {printf "T=%s %s us; ", $2, $5}' $OUT/ab_${tag}_r$r.txt) g1: $(grep '# stages' $OUT/ab_${tag}_r$r.txt | sed 's/.*gemm1_swiglu \([0-9.]*\).*/\1/' | tr '\n' ' ')"
 }
 
-# energy_round ENV TOKENS: the deepseek-v3 layer under ENV (one NAME=VALUE) with `bench moe --energy` (v28).
+# energy_round ENV TOKENS: the deepseek-v3 layer under ENV (space-separated NAME=VALUE words) with `bench moe --energy` (v28).
 energy_round() {
   env $1 timeout 200 ./build/moekit bench moe --preset deepseek-v3 --tokens $2 --no-baseline --no-check --energy > $OUT/e.txt 2>&1
   echo "[$1] $(awk '$1 == "deepseek-v3" {printf "T=%s %s us; ", $2, $5}' $OUT/e.txt)"
