@@ -131,13 +131,13 @@ std::string stage_breakdown(const std::function<void()>& forward, cudaStream_t s
   return out;
 }
 
-/// "N layers in MS ms: J per layer, W average" over at least 1.5 s (and `reps`) of back-to-back
-/// `forward`s of ~`us` each, after a cool-down; NVML's energy counter (bench_util.h).
+/// "N layers in MS ms: J per layer, W average" over at least 1.5 s (and `reps`; at most 20000 layers)
+/// of back-to-back `forward`s of ~`us` each, after a cool-down; NVML's energy counter (bench_util.h).
 std::string energy_per_forward(const std::function<void()>& forward, cudaStream_t stream, double us, int reps,
                                double pass_us, int cooldown_ms) {
   const int device = detail::current_device().device;
   if (gpu_energy_joules(device) < 0) return "NVML energy counter not available";
-  const int n = std::max(reps, static_cast<int>(std::ceil(1.5e6 / std::max(us, 1.0))));
+  const int n = std::max(reps, static_cast<int>(std::min(2e4, std::ceil(1.5e6 / std::max(us, 1.0)))));
   cool_down(std::max(pass_us, 1.5e6), cooldown_ms);
   forward();
   forward();

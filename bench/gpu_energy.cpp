@@ -5,7 +5,6 @@
 
 #include <cuda_runtime_api.h>
 
-
 #include "bench/bench_util.h"
 
 namespace moekit::bench {
