@@ -1,6 +1,7 @@
 #include "runtime/random.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include "common/check.h"
 
@@ -16,6 +17,24 @@ __host__ __device__ inline uint64_t splitmix64(uint64_t x) {
 
 __host__ __device__ inline float uniform01(uint64_t seed, uint64_t i) {
   return static_cast<float>(splitmix64(seed * 0x2545F4914F6CDD1Dull + i) >> 40) * (1.0f / 16777216.0f);
+}
+
+/// Standard normal value for (seed, i) by Box-Muller from two hashes (never log(0)).
+__device__ inline float normal01(uint64_t seed, uint64_t i) {
+  const float u1 = (static_cast<float>(splitmix64(seed * 0x2545F4914F6CDD1Dull + 2 * i) >> 40) + 0.5f) *
+                   (1.0f / 16777216.0f);
+  const float u2 = uniform01(seed, 2 * i + 1);
+  return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+}
+
+__global__ void fill_e4m3_normal_kernel(uint8_t* dst, int64_t n, float sigma, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = __nv_cvt_float_to_fp8(normal01(seed, i) * sigma, __NV_SATFINITE, __NV_E4M3);
+}
+
+__global__ void fill_bf16_normal_kernel(__nv_bfloat16* dst, int64_t n, float sigma, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = __float2bfloat16_rn(normal01(seed, i) * sigma);
 }
 
 __global__ void fill_bf16_kernel(__nv_bfloat16* dst, int64_t n, float scale, uint64_t seed) {
@@ -91,6 +110,18 @@ void fill_random_bf16(void* dst, int64_t n, float scale, uint64_t seed, cudaStre
 void fill_random_e4m3(void* dst, int64_t n, uint64_t seed, cudaStream_t stream) {
   if (n <= 0) return;
   fill_e4m3_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<uint8_t*>(dst), n, seed);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_random_e4m3_normal(void* dst, int64_t n, float sigma, uint64_t seed, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_e4m3_normal_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<uint8_t*>(dst), n, sigma, seed);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_random_bf16_normal(void* dst, int64_t n, float sigma, uint64_t seed, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_bf16_normal_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), n, sigma, seed);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

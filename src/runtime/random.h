@@ -9,6 +9,12 @@ namespace moekit::detail {
 void fill_random_bf16(void* dst, int64_t n, float scale, uint64_t seed, cudaStream_t stream);
 /// Fills n bytes with random finite E4M3 values (never NaN: 0x7F/0xFF are avoided).
 void fill_random_e4m3(void* dst, int64_t n, uint64_t seed, cudaStream_t stream);
+/// Fills n bytes with the E4M3 codes of normal values N(0, sigma^2), rounded to nearest and
+/// saturated to ±448: the codes that amax-scaled block quantization of normally distributed data
+/// produces when sigma = 448 / (the expected block maximum of |z|).
+void fill_random_e4m3_normal(void* dst, int64_t n, float sigma, uint64_t seed, cudaStream_t stream);
+/// Fills n bf16 values with normal values N(0, sigma^2).
+void fill_random_bf16_normal(void* dst, int64_t n, float sigma, uint64_t seed, cudaStream_t stream);
 /// Fills n floats with uniform values in [lo, hi).
 void fill_random_f32(float* dst, int64_t n, float lo, float hi, uint64_t seed, cudaStream_t stream);
 
