@@ -55,12 +55,13 @@ struct Options {
   std::string config;  // forced configuration for every shape (empty: the heuristic's)
   bool sweep = false;  // also time every candidate configuration (tuning)
   int cooldown_ms = 1500;  // idle time before each timed pass longer than 20 ms (cool_down)
+  BenchData data = BenchData::kUniform;  // FP8 operand values (--data)
 };
 
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: moekit bench gemm [--csv|--json] [--shapes M:N:K,...] [--reps R] [--no-baseline] [--config CFG]\n"
-               "                         [--sweep] [--cooldown-ms MS]\n"
+               "                         [--sweep] [--cooldown-ms MS] [--data uniform|normal]\n"
                "  --config CFG  force a kernel configuration, e.g. m128n160s5g8x132c2 or m64n64s10g1x132c1k4\n"
                "                (split-K over 4 CTAs) (default: heuristic)\n"
                "  --sweep       also time every candidate configuration of each shape (tile, split-K) and\n"
@@ -68,7 +69,9 @@ void usage(FILE* out) {
                "  --shapes      comma-separated M:N:K list (default: M in {64,128,4096} x 6 (N,K) pairs)\n"
                "  --reps R      timed repetitions per case, median reported (default 30)\n"
                "  --no-baseline skip the cuBLASLt FP8 and BF16 baselines\n"
-               "  --cooldown-ms MS  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n");
+               "  --cooldown-ms MS  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
+               "  --data D      FP8 operand values: uniform (every E4M3 code equally likely; default) or normal\n"
+               "                (codes of amax-scaled normal data, as DeepGEMM's and vLLM's benchmarks use)\n");
 }
 
 bool parse_int64(const std::string& s, int64_t* out) {
@@ -152,6 +155,11 @@ int bench_gemm_main(int argc, char** argv) {
       opt.baseline = false;
     } else if (arg == "--sweep") {
       opt.sweep = true;
+    } else if (arg == "--data" && i + 1 < argc) {
+      if (!parse_bench_data(argv[++i], &opt.data)) {
+        std::fprintf(stderr, "moekit bench gemm: bad --data '%s' (want uniform|normal)\n", argv[i]);
+        return 2;
+      }
     } else if ((arg == "--shapes" || arg == "--reps" || arg == "--cooldown-ms") && i + 1 < argc) {
       const std::string value = argv[++i];
       if (arg == "--shapes") {
@@ -196,6 +204,7 @@ int bench_gemm_main(int argc, char** argv) {
   std::fprintf(info, "# device %d: %s (sm_%d%d, %d SMs, L2 %zu MiB)%s%s\n", dev.device, prop.name, dev.cc_major,
                dev.cc_minor, dev.num_sms, dev.l2_bytes >> 20, opt.baseline ? ", baseline " : "",
                opt.baseline ? baseline::CublasLt::version().c_str() : "");
+  std::fprintf(info, "# data: %s (--data)\n", bench_data_name(opt.data));
   std::fflush(info);
 
   if (opt.sweep) {
@@ -250,8 +259,8 @@ int bench_gemm_main(int argc, char** argv) {
         x.sa = DeviceBuffer(size_t(sa_count) * sizeof(float));
         x.sb = DeviceBuffer(size_t(sb_count) * sizeof(float));
         const uint64_t seed = 1000003ull * (si + 1) + 97ull * s;
-        detail::fill_random_e4m3(x.a.get(), m * k, seed + 1, stream);
-        detail::fill_random_e4m3(x.b.get(), n * k, seed + 2, stream);
+        fill_fp8_activations(x.a.get(), m * k, opt.data, seed + 1, stream);
+        fill_fp8_weights(x.b.get(), n * k, opt.data, seed + 2, stream);
         detail::fill_random_f32(x.sa.as<float>(), sa_count, 0.5f, 2.0f, seed + 3, stream);
         detail::fill_random_f32(x.sb.as<float>(), sb_count, 0.5f, 2.0f, seed + 4, stream);
       }

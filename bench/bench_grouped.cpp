@@ -140,12 +140,14 @@ std::vector<Case> default_cases() {
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--cooldown-ms MS]\n"
-               "                            [--case L:E:M:N:K]...\n"
+               "                            [--data uniform|normal] [--case L:E:M:N:K]...\n"
                "  grouped FP8 GEMMs (contiguous and masked layouts) on DeepGEMM's published cases and a\n"
                "  decode-like masked layout, vs cuBLASLt block-scaled FP8 called once per expert\n"
                "  --reps R      timed repetitions per case, median reported (default 30)\n"
                "  --no-baseline skip cuBLASLt\n"
                "  --cooldown-ms MS  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
+               "  --data D      operand values: uniform (every E4M3 code equally likely; default) or normal\n"
+               "                (codes of amax-scaled normal data, as DeepGEMM's and vLLM's benchmarks use)\n"
                "  --case L:E:M:N:K  instead of the default cases (repeatable): layout contiguous|masked,\n"
                "                E experts with M rows each (masked: max_m = M), N x K weights\n");
 }
@@ -207,6 +209,7 @@ int bench_grouped_main(int argc, char** argv) {
   int reps = 30;
   int cooldown_ms = 1500;
   bool baseline = true;
+  BenchData data = BenchData::kUniform;
   std::vector<Case> custom;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -223,6 +226,11 @@ int bench_grouped_main(int argc, char** argv) {
       format = Format::kJson;
     } else if (arg == "--no-baseline") {
       baseline = false;
+    } else if (arg == "--data" && i + 1 < argc) {
+      if (!parse_bench_data(argv[++i], &data)) {
+        std::fprintf(stderr, "moekit bench grouped: bad --data '%s' (want uniform|normal)\n", argv[i]);
+        return 2;
+      }
     } else if ((arg == "--reps" || arg == "--cooldown-ms") && i + 1 < argc) {
       const bool is_reps = arg == "--reps";
       const std::string v = argv[++i];
@@ -262,6 +270,7 @@ int bench_grouped_main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(info, "# measured device copy bandwidth: n/a (%s)\n", one_line(e.what()).c_str());
   }
+  std::fprintf(info, "# data: %s (--data)\n", bench_data_name(data));
   if (baseline)
     std::fprintf(info, "# cuBLASLt: one block-scaled FP8 GEMM per non-empty expert, replayed as one CUDA graph\n");
   std::fflush(info);
@@ -339,8 +348,8 @@ int bench_grouped_main(int argc, char** argv) {
         x.sa = DeviceBuffer(size_t(sa_count) * sizeof(float));
         x.sb = DeviceBuffer(size_t(sb_count) * sizeof(float));
         const uint64_t seed = 2000003ull * (ci + 1) + 101ull * uint64_t(s);
-        detail::fill_random_e4m3(x.a.get(), rows * k, seed + 1, stream);
-        detail::fill_random_e4m3(x.b.get(), E * n * k, seed + 2, stream);
+        fill_fp8_activations(x.a.get(), rows * k, data, seed + 1, stream);
+        fill_fp8_weights(x.b.get(), E * n * k, data, seed + 2, stream);
         detail::fill_random_f32(x.sa.as<float>(), sa_count, 0.5f, 2.0f, seed + 3, stream);
         detail::fill_random_f32(x.sb.as<float>(), sb_count, 0.5f, 2.0f, seed + 4, stream);
       }

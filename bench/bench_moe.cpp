@@ -3,15 +3,16 @@
 //
 //   moekit bench moe [--preset NAME|all] [--tokens 1,8,64,...] [--reps R] [--format text|csv|json]
 //                    [--no-check] [--no-baseline] [--gemm1-promote-k 0|32|64|128] [--cooldown-ms MS]
-//                    [--energy]
+//                    [--energy] [--data uniform|normal]
 //
-// Inputs: x uniform in [-1, 1); router logits uniform in [-2, 2) (fp32); sigmoid_grouped
+// Inputs (--data uniform, the default): x uniform in [-1, 1); with --data normal, x ~ N(0, 1) and
+// the weight codes those of amax-scaled normal weights (bench_util.h, BenchData). Router logits uniform in [-2, 2) (fp32); sigmoid_grouped
 // correction bias uniform in [-0.01, 0.01). (Wider logits saturate the sigmoid and let the bias
 // decide: with logits in [-4, 4] and bias in [-0.1, 0.1] only ~90 of DeepSeek-V3's 256 experts
 // were hit at T = 64, where uniform routing hits ~220. With these ranges the CPU routing reference
 // hits 59 / 227 / 256 experts at T = 8 / 64 / 256 for deepseek-v3 (uniform: 57 / 221 / 256), and
 // the softmax presets match uniform use; kimi-k2, 384 experts in one group, stays a little
-// below: 252 / 353 at T = 64 / 256 vs 283 / 382.) Weights: random E4M3, scales in
+// below: 252 / 353 at T = 64 / 256 vs 283 / 382.) Weights: random E4M3 (--data), scales in
 // [0.5e-4, 1e-4). The layer routes from the logits (routing included in every time).
 //
 // Columns
@@ -172,7 +173,7 @@ void usage(FILE* out) {
                "usage: moekit bench moe [--preset NAME|all] [--tokens T1,T2,...] [--reps R]\n"
                "                        [--format text|csv|json] [--no-check] [--no-baseline]\n"
                "                        [--gemm1-promote-k 0|32|64|128] [--gemm1-input auto|permuted|gathered]\n"
-               "                        [--cooldown-ms MS] [--energy]\n"
+               "                        [--cooldown-ms MS] [--energy] [--data uniform|normal]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
                "           gpt-oss-120b, deepseek-v2-lite, all\n"
                "  tokens default: 1,8,64,256,1024,4096,16384\n"
@@ -183,7 +184,10 @@ void usage(FILE* out) {
                "  --gemm1-input  MoeConfig::gemm1_input: auto (default), permuted (copy per slot) or gathered\n"
                "                 (GEMM1 reads rows by token)\n"
                "  --cooldown-ms  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
-               "  --energy       joules per layer and average watts over >= 1.5 s of back-to-back forwards (NVML)\n");
+               "  --energy       joules per layer and average watts over >= 1.5 s of back-to-back forwards (NVML)\n"
+               "  --data D       uniform (default: x uniform in [-1, 1), every E4M3 weight code equally likely)\n"
+               "                 or normal (x ~ N(0, 1), weight codes of amax-scaled normal data, as a block-\n"
+               "                 quantized model holds them and as vLLM's benchmark_moe makes them)\n");
 }
 
 /// Rows compared with the reference: all for T ≤ 64, else kSampleRows (first, last, random).
@@ -427,6 +431,7 @@ int bench_moe_main(int argc, char** argv) {
   int reps = 10;
   int cooldown_ms = 1500;
   bool check = true, with_baseline = true, energy = false;
+  BenchData data = BenchData::kUniform;
   int promote_k = MoeConfig{}.gemm1_promote_k;
   MoeGemm1Input gemm1_input = MoeConfig{}.gemm1_input;
   for (int i = 1; i < argc; ++i) {
@@ -440,6 +445,12 @@ int bench_moe_main(int argc, char** argv) {
     else if (arg == "--cooldown-ms" && i + 1 < argc) cooldown_ms = std::clamp(std::atoi(argv[++i]), 0, 60000);
     else if (arg == "--no-baseline") with_baseline = false;
     else if (arg == "--energy") energy = true;
+    else if (arg == "--data" && i + 1 < argc) {
+      if (!parse_bench_data(argv[++i], &data)) {
+        std::fprintf(stderr, "moekit bench moe: --data must be uniform or normal (got '%s')\n", argv[i]);
+        return 2;
+      }
+    }
     else if (arg == "--gemm1-promote-k" && i + 1 < argc) promote_k = std::atoi(argv[++i]);
     else if (arg == "--gemm1-input" && i + 1 < argc) {
       const std::string v = argv[++i];
@@ -499,6 +510,7 @@ int bench_moe_main(int argc, char** argv) {
                "# moekit MoeLayer (routing from fp32 logits included); %s, %d SMs; copy bandwidth %.0f GB/s "
                "(read + write), streaming reads %.0f GB/s\n",
                prop.name, dev.num_sms, copy_bw / 1e9, measured_read_bandwidth() / 1e9);
+  std::fprintf(info, "# data: %s (--data)\n", bench_data_name(data));
   std::fprintf(info, "# us = whole layer; route_us = routing alone; moe_us = layer from the routed ids; "
                      "rel_l2 vs float64 SPEC reference (%s)\n",
                check ? "all rows for T<=64, 16 sampled rows above" : "skipped: --no-check");
@@ -522,8 +534,8 @@ int bench_moe_main(int argc, char** argv) {
     DeviceBuffer w1(size_t(E * 2 * I * h)), w2(size_t(E * h * I));
     DeviceBuffer sw1(size_t(E * ceil_div(2 * I, 128) * kbh * 4)), sw2(size_t(E * kbh * kbi * 4));
     DeviceBuffer bias(size_t(E * 4));
-    detail::fill_random_e4m3(w1.get(), E * 2 * I * h, 11, stream);
-    detail::fill_random_e4m3(w2.get(), E * h * I, 12, stream);
+    fill_fp8_weights(w1.get(), E * 2 * I * h, data, 11, stream);
+    fill_fp8_weights(w2.get(), E * h * I, data, 12, stream);
     detail::fill_random_f32(sw1.as<float>(), E * ceil_div(2 * I, 128) * kbh, 0.5e-4f, 1e-4f, 13, stream);
     detail::fill_random_f32(sw2.as<float>(), E * kbh * kbi, 0.5e-4f, 1e-4f, 14, stream);
     detail::fill_random_f32(bias.as<float>(), E, -0.01f, 0.01f, 15, stream);
@@ -562,7 +574,7 @@ int bench_moe_main(int argc, char** argv) {
         const int64_t tk = std::max<int64_t>(t * p->k, 1);
         DeviceBuffer x(size_t(std::max<int64_t>(t, 1) * h * 2)), logits(size_t(std::max<int64_t>(t, 1) * E * 4));
         DeviceBuffer ids(size_t(tk * 4)), wts(size_t(tk * 4)), y(size_t(std::max<int64_t>(t, 1) * h * 2)), invalid(4);
-        detail::fill_random_bf16(x.get(), t * h, 1.0f, 21 + uint64_t(t), stream);
+        fill_bf16_activations(x.get(), t * h, data, 21 + uint64_t(t), stream);
         detail::fill_random_f32(logits.as<float>(), t * E, -2.0f, 2.0f, 31 + uint64_t(t), stream);
         const size_t ws_bytes = layer.workspace_size(t);
         DeviceBuffer ws(std::max<size_t>(ws_bytes, 256));

@@ -53,6 +53,26 @@ double measured_read_bandwidth();
 /// (≥ 3x the L2 size in total), capped by `max_sets`.
 int rotation_sets(size_t bytes, int max_sets = 8);
 
+/// The values the benchmarks run on (`--data`). On a power-limited GPU the time of a long FP8
+/// GEMM depends on its operands' bits (perf-notes v29), so this is part of every figure.
+///  * kUniform: every finite E4M3 code equally likely (magnitudes spread evenly over all 17
+///    binades, 2^-9 … 448) and bf16 activations uniform in [-1, 1).
+///  * kNormal: data as a block-quantized model holds it, and as DeepGEMM's and vLLM's benchmarks
+///    make it (torch.randn, then amax-scaled per 1x128 / 128x128 block): E4M3 codes of
+///    N(0, σ²) with σ = 448 / 2.82 for activations and 448 / 4.15 for weights (the expected
+///    maximum of |z| over 128 and over 16384 values), bf16 activations N(0, 1).
+enum class BenchData { kUniform, kNormal };
+
+/// "uniform" or "normal"; false for anything else.
+bool parse_bench_data(const std::string& name, BenchData* out);
+const char* bench_data_name(BenchData d);
+/// FP8 activation codes (A of a GEMM, 1x128-block scaled).
+void fill_fp8_activations(void* dst, int64_t n, BenchData d, uint64_t seed, cudaStream_t stream);
+/// FP8 weight codes (B of a GEMM, 128x128-block scaled).
+void fill_fp8_weights(void* dst, int64_t n, BenchData d, uint64_t seed, cudaStream_t stream);
+/// bf16 activations (the MoE layer's x).
+void fill_bf16_activations(void* dst, int64_t n, BenchData d, uint64_t seed, cudaStream_t stream);
+
 /// A result table: one row per case, printed as aligned text, CSV or JSON.
 class Table {
  public:
