@@ -71,7 +71,7 @@ void usage(FILE* out) {
                "  --no-baseline skip the cuBLASLt FP8 and BF16 baselines\n"
                "  --cooldown-ms MS  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
                "  --data D      FP8 operand values: uniform (every E4M3 code equally likely; default) or normal\n"
-               "                (codes of amax-scaled normal data, as DeepGEMM's and vLLM's benchmarks use)\n");
+               "                (codes of amax-scaled normal data, as DeepGEMM's tests make them)\n");
 }
 
 bool parse_int64(const std::string& s, int64_t* out) {

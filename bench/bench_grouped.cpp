@@ -147,7 +147,7 @@ void usage(FILE* out) {
                "  --no-baseline skip cuBLASLt\n"
                "  --cooldown-ms MS  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
                "  --data D      operand values: uniform (every E4M3 code equally likely; default) or normal\n"
-               "                (codes of amax-scaled normal data, as DeepGEMM's and vLLM's benchmarks use)\n"
+               "                (codes of amax-scaled normal data, as DeepGEMM's tests make them)\n"
                "  --case L:E:M:N:K  instead of the default cases (repeatable): layout contiguous|masked,\n"
                "                E experts with M rows each (masked: max_m = M), N x K weights\n");
 }

@@ -187,7 +187,7 @@ void usage(FILE* out) {
                "  --energy       joules per layer and average watts over >= 1.5 s of back-to-back forwards (NVML)\n"
                "  --data D       uniform (default: x uniform in [-1, 1), every E4M3 weight code equally likely)\n"
                "                 or normal (x ~ N(0, 1), weight codes of amax-scaled normal data, as a block-\n"
-               "                 quantized model holds them and as vLLM's benchmark_moe makes them)\n");
+               "                 quantized model holds them and as DeepGEMM's tests make them)\n");
 }
 
 /// Rows compared with the reference: all for T ≤ 64, else kSampleRows (first, last, random).

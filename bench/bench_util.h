@@ -57,8 +57,8 @@ int rotation_sets(size_t bytes, int max_sets = 8);
 /// GEMM depends on its operands' bits (perf-notes v29), so this is part of every figure.
 ///  * kUniform: every finite E4M3 code equally likely (magnitudes spread evenly over all 17
 ///    binades, 2^-9 … 448) and bf16 activations uniform in [-1, 1).
-///  * kNormal: data as a block-quantized model holds it, and as DeepGEMM's and vLLM's benchmarks
-///    make it (torch.randn, then amax-scaled per 1x128 / 128x128 block): E4M3 codes of
+///  * kNormal: data as a block-quantized model holds it, and as DeepGEMM's tests make it
+///    (torch.randn, then amax-scaled per 1x128 / 128x128 block): E4M3 codes of
 ///    N(0, σ²) with σ = 448 / 2.82 for activations and 448 / 4.15 for weights (the expected
 ///    maximum of |z| over 128 and over 16384 values), bf16 activations N(0, 1).
 enum class BenchData { kUniform, kNormal };
