@@ -8,12 +8,13 @@
 // Inputs (--data uniform, the default): x uniform in [-1, 1); with --data normal, x ~ N(0, 1) and
 // the weight codes those of amax-scaled normal weights (bench_util.h, BenchData). Router logits
 // uniform in [-2, 2) (fp32); sigmoid_grouped correction bias uniform in [-0.01, 0.01). (Wider
-// logits saturate the sigmoid and let the bias decide: with logits in [-4, 4] and bias in [-0.1, 0.1] only ~90 of DeepSeek-V3's 256 experts
-// were hit at T = 64, where uniform routing hits ~220. With these ranges the CPU routing reference
-// hits 59 / 227 / 256 experts at T = 8 / 64 / 256 for deepseek-v3 (uniform: 57 / 221 / 256), and
-// the softmax presets match uniform use; kimi-k2, 384 experts in one group, stays a little
-// below: 252 / 353 at T = 64 / 256 vs 283 / 382.) Weights: random E4M3 (--data), scales in
-// [0.5e-4, 1e-4). The layer routes from the logits (routing included in every time).
+// logits saturate the sigmoid and let the bias decide: with logits in [-4, 4] and bias in [-0.1,
+// 0.1] only ~90 of DeepSeek-V3's 256 experts were hit at T = 64, where uniform routing hits ~220.
+// With these ranges the CPU routing reference hits 59 / 227 / 256 experts at T = 8 / 64 / 256 for
+// deepseek-v3 (uniform: 57 / 221 / 256), and the softmax presets match uniform use; kimi-k2, 384
+// experts in one group, stays a little below: 252 / 353 at T = 64 / 256 vs 283 / 382.) Weights:
+// random E4M3 (--data), scales in [0.5e-4, 1e-4). The layer routes from the logits (routing
+// included in every time).
 //
 // Columns
 //   experts_hit  distinct experts the routing picked (the decode floor streams each once)
