@@ -3,13 +3,16 @@
 // the same shape.
 //
 //   moekit bench gemm [--csv|--json] [--shapes M:N:K,...] [--reps R] [--no-baseline] [--config CFG]
-//                     [--sweep] [--cooldown-ms MS]
+//                     [--sweep] [--cooldown-ms MS] [--data uniform|normal] [--energy]
 //
 // Columns: us / TFLOPS / GB/s event-timed (kernel plus launch gap); kern_us and lt_kern_us the
 // method of DeepGEMM's bench_kineto: the kernels' own durations (CUPTI) with a 256 MB L2-flushing
 // memset before each call; pt_kTFLOPS cuBLASLt's FP8 GEMM with per-tensor instead of block scales,
 // the same way: not this math (no per-128-K promotion), a ceiling for it. Each timed pass longer
-// than 20 ms starts after --cooldown-ms of idle time (perf-notes v20).
+// than 20 ms starts after --cooldown-ms of idle time (perf-notes v20). --energy adds "# energy" lines:
+// joules per call and average watts over >= 1.5 s of back-to-back calls (ours, cuBLASLt's FP8) after a
+// cool-down, and the same for 1 GiB device copies (J per GB moved) with the idle power after them —
+// at the power limit a long GEMM's time follows its energy (perf-notes v28).
 //
 // Every timed call rotates among enough copies of its inputs that the working set does not sit
 // in L2 (rotation_sets). In --csv / --json mode the table alone goes to stdout and the summary
@@ -56,12 +59,13 @@ struct Options {
   bool sweep = false;  // also time every candidate configuration (tuning)
   int cooldown_ms = 1500;  // idle time before each timed pass longer than 20 ms (cool_down)
   BenchData data = BenchData::kUniform;  // FP8 operand values (--data)
+  bool energy = false;  // also joules per call over >= 1.5 s of back-to-back calls (--energy)
 };
 
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: moekit bench gemm [--csv|--json] [--shapes M:N:K,...] [--reps R] [--no-baseline] [--config CFG]\n"
-               "                         [--sweep] [--cooldown-ms MS] [--data uniform|normal]\n"
+               "                         [--sweep] [--cooldown-ms MS] [--data uniform|normal] [--energy]\n"
                "  --config CFG  force a kernel configuration, e.g. m128n160s5g8x132c2 or m64n64s10g1x132c1k4\n"
                "                (split-K over 4 CTAs) (default: heuristic)\n"
                "  --sweep       also time every candidate configuration of each shape (tile, split-K) and\n"
@@ -71,7 +75,9 @@ void usage(FILE* out) {
                "  --no-baseline skip the cuBLASLt FP8 and BF16 baselines\n"
                "  --cooldown-ms MS  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
                "  --data D      FP8 operand values: uniform (every E4M3 code equally likely; default) or normal\n"
-               "                (codes of amax-scaled normal data, as DeepGEMM's tests make them)\n");
+               "                (codes of amax-scaled normal data, as DeepGEMM's tests make them)\n"
+               "  --energy      joules per call and average watts over >= 1.5 s of back-to-back calls (NVML),\n"
+               "                ours and cuBLASLt's FP8, and of 1 GiB device copies\n");
 }
 
 bool parse_int64(const std::string& s, int64_t* out) {
@@ -155,6 +161,8 @@ int bench_gemm_main(int argc, char** argv) {
       opt.baseline = false;
     } else if (arg == "--sweep") {
       opt.sweep = true;
+    } else if (arg == "--energy") {
+      opt.energy = true;
     } else if (arg == "--data" && i + 1 < argc) {
       if (!parse_bench_data(argv[++i], &opt.data)) {
         std::fprintf(stderr, "moekit bench gemm: bad --data '%s' (want uniform|normal)\n", argv[i]);
@@ -205,7 +213,9 @@ int bench_gemm_main(int argc, char** argv) {
                dev.cc_minor, dev.num_sms, dev.l2_bytes >> 20, opt.baseline ? ", baseline " : "",
                opt.baseline ? baseline::CublasLt::version().c_str() : "");
   std::fprintf(info, "# data: %s (--data)\n", bench_data_name(opt.data));
+  if (opt.energy) std::fprintf(info, "# energy copy: %s\n", copy_energy_line(opt.cooldown_ms).c_str());
   std::fflush(info);
+  std::vector<std::string> energy_lines;
 
   if (opt.sweep) {
     const detail::GemmDeviceLimits lim = detail::device_limits();
@@ -305,6 +315,10 @@ int bench_gemm_main(int argc, char** argv) {
                                                      kKinetoFlushBytes);
         kern = kern_us > 0.0 ? fmt("%.2f", kern_us) : "n/a";
         if (kern_us <= 0.0) notes.push_back("kern: " + why);
+        if (opt.energy)
+          energy_lines.push_back(fmt("# energy %lldx%lldx%lld ours: ", (long long)m, (long long)n, (long long)k) +
+                                 energy_per_call([&](int it) { ours(it % nsets); }, stream, our_us, opt.reps, pass_us,
+                                                 opt.cooldown_ms, "call"));
         // The correctness output: set 0.
         ours(0);
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -355,6 +369,9 @@ int bench_gemm_main(int argc, char** argv) {
             cool_down(pass_us, opt.cooldown_ms);
             const double lt_kern_us = kernel_time_median_us(lt_call, stream, 2, opt.reps, &why, kKinetoFlushBytes);
             lt8_kern = lt_kern_us > 0.0 ? fmt("%.2f", lt_kern_us) : "n/a";
+            if (opt.energy)
+              energy_lines.push_back(fmt("# energy %lldx%lldx%lld lt_fp8: ", (long long)m, (long long)n, (long long)k) +
+                                     energy_per_call(lt_call, stream, lt_us, opt.reps, pass_us, opt.cooldown_ms, "call"));
             // The ceiling: the same GEMM with per-tensor scales (no per-128-K promotion).
             baseline::LtStatus pt = lt->gemm_fp8_tensor_scaled(args_for(0, d_lt.get()), stream);
             if (pt) {
@@ -459,6 +476,7 @@ int bench_gemm_main(int argc, char** argv) {
     case Options::Format::kCsv: std::fputs(table.csv().c_str(), stdout); break;
     case Options::Format::kJson: std::fputs(table.json().c_str(), stdout); break;
   }
+  for (const auto& line : energy_lines) std::fprintf(info, "%s\n", line.c_str());
   auto geo = [](const std::vector<double>& v) {
     return v.empty() ? std::string("n/a") : fmt("%.3fx over %zu shapes", geomean(v), v.size());
   };

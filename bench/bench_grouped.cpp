@@ -2,7 +2,8 @@
 // published grouped cases and on a decode-like masked layout, against cuBLASLt's block-scaled FP8
 // GEMM called once per non-empty expert on the same operands.
 //
-//   moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--cooldown-ms MS] [--case LAYOUT:E:M:N:K ...]
+//   moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--cooldown-ms MS] [--data uniform|normal]
+//                        [--energy] [--case LAYOUT:E:M:N:K ...]
 //
 // Cases (--case replaces them: LAYOUT contiguous or masked, every one of the E experts M rows)
 //   contiguous  E x m ∈ {4x8192, 8x4096}, every expert m rows        (DeepGEMM "grouped contiguous")
@@ -35,8 +36,10 @@
 //
 // Input sets rotate (rotation_sets) so timed runs do not find their operands in L2. Each timed pass
 // longer than 20 ms starts after --cooldown-ms of idle time: back-to-back passes of long kernels
-// otherwise run into the power limit the earlier ones built up (perf-notes v20). In --csv /
-// --json mode the table alone goes to stdout, the summary lines to stderr.
+// otherwise run into the power limit the earlier ones built up (perf-notes v20). --energy adds "# energy"
+// lines per case: joules per call and average watts over >= 1.5 s of back-to-back calls after a
+// cool-down, ours and cuBLASLt's sequence (perf-notes v28: at the power limit time follows energy).
+// In --csv / --json mode the table alone goes to stdout, the summary lines to stderr.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -140,7 +143,7 @@ std::vector<Case> default_cases() {
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: moekit bench grouped [--csv|--json] [--reps R] [--no-baseline] [--cooldown-ms MS]\n"
-               "                            [--data uniform|normal] [--case L:E:M:N:K]...\n"
+               "                            [--data uniform|normal] [--energy] [--case L:E:M:N:K]...\n"
                "  grouped FP8 GEMMs (contiguous and masked layouts) on DeepGEMM's published cases and a\n"
                "  decode-like masked layout, vs cuBLASLt block-scaled FP8 called once per expert\n"
                "  --reps R      timed repetitions per case, median reported (default 30)\n"
@@ -148,8 +151,10 @@ void usage(FILE* out) {
                "  --cooldown-ms MS  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
                "  --data D      operand values: uniform (every E4M3 code equally likely; default) or normal\n"
                "                (codes of amax-scaled normal data, as DeepGEMM's tests make them)\n"
+               "  --energy      joules per call and average watts over >= 1.5 s of back-to-back calls (NVML)\n"
                "  --case L:E:M:N:K  instead of the default cases (repeatable): layout contiguous|masked,\n"
-               "                E experts with M rows each (masked: max_m = M), N x K weights\n");
+               "                E experts with M rows each (masked: max_m = M), N x K weights; a case that\n"
+               "                is one of DeepGEMM's published ones keeps its dg_h800 column\n");
 }
 
 /// Parses --case LAYOUT:E:M:N:K; false if malformed or out of range.
@@ -208,7 +213,7 @@ int bench_grouped_main(int argc, char** argv) {
   enum class Format { kText, kCsv, kJson } format = Format::kText;
   int reps = 30;
   int cooldown_ms = 1500;
-  bool baseline = true;
+  bool baseline = true, energy = false;
   BenchData data = BenchData::kUniform;
   std::vector<Case> custom;
   for (int i = 1; i < argc; ++i) {
@@ -226,6 +231,8 @@ int bench_grouped_main(int argc, char** argv) {
       format = Format::kJson;
     } else if (arg == "--no-baseline") {
       baseline = false;
+    } else if (arg == "--energy") {
+      energy = true;
     } else if (arg == "--data" && i + 1 < argc) {
       if (!parse_bench_data(argv[++i], &data)) {
         std::fprintf(stderr, "moekit bench grouped: bad --data '%s' (want uniform|normal)\n", argv[i]);
@@ -286,7 +293,15 @@ int bench_grouped_main(int argc, char** argv) {
                "rel_l2_vs_lt", "note"});
   std::vector<double> vs_lt_contig, vs_lt_masked, vs_lt_decode, vs_dg, vs_dg_k;
 
-  const std::vector<Case> cases = custom.empty() ? default_cases() : custom;
+  std::vector<Case> cases = default_cases();
+  if (!custom.empty()) {  // a --case that is a published one keeps DeepGEMM's figure
+    for (Case& x : custom)
+      for (const Case& d : cases)
+        if (d.layout == x.layout && d.counts == x.counts && d.max_m == x.max_m && d.n == x.n && d.k == x.k)
+          x.published = d.published;
+    cases = std::move(custom);
+  }
+  std::vector<std::string> energy_lines;
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const Case& c = cases[ci];
     const int64_t E = int64_t(c.counts.size()), n = c.n, k = c.k;
@@ -405,6 +420,11 @@ int bench_grouped_main(int argc, char** argv) {
         cool_down(pass_us, cooldown_ms);
         const double kern_us =
             kernel_time_median_us([&](int it) { ours(it % nsets); }, stream, 2, reps, &why, kKinetoFlushBytes);
+        if (energy)
+          energy_lines.push_back(fmt("# energy %s %zux%s (%lld, %lld) ours: ", c.layout.c_str(), c.counts.size(),
+                                     c.m_text.c_str(), (long long)n, (long long)k) +
+                                 energy_per_call([&](int it) { ours(it % nsets); }, stream, our_us, reps, pass_us,
+                                                 cooldown_ms, "call"));
         if (kern_us > 0.0) {
           kern_s = fmt("%.2f", kern_us);
           const double ktf = flops / (kern_us * 1e-6) / 1e12;
@@ -533,6 +553,10 @@ int bench_grouped_main(int argc, char** argv) {
             cool_down(pass_us, cooldown_ms);
             const double ltk_us = kernel_time_median_us(lt_call, stream, 2, reps, &why, kKinetoFlushBytes);
             ltk_s = ltk_us > 0.0 ? fmt("%.2f", ltk_us) : "n/a";
+            if (energy)
+              energy_lines.push_back(fmt("# energy %s %zux%s (%lld, %lld) lt_fp8: ", c.layout.c_str(),
+                                         c.counts.size(), c.m_text.c_str(), (long long)n, (long long)k) +
+                                     energy_per_call(lt_call, stream, lt_us, reps, pass_us, cooldown_ms, "call"));
             if (c.layout != "decode") {  // the per-tensor-scaled ceiling, kernel-only
               baseline::LtStatus pt;
               auto run_pt = [&](int it) {
@@ -600,6 +624,7 @@ int bench_grouped_main(int argc, char** argv) {
     case Format::kCsv: std::fputs(table.csv().c_str(), stdout); break;
     case Format::kJson: std::fputs(table.json().c_str(), stdout); break;
   }
+  for (const auto& line : energy_lines) std::fprintf(info, "%s\n", line.c_str());
   auto geo = [](const std::vector<double>& v) {
     return v.empty() ? std::string("n/a") : fmt("%.3fx over %zu cases", geomean(v), v.size());
   };

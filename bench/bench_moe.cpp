@@ -133,26 +133,6 @@ std::string stage_breakdown(const std::function<void()>& forward, cudaStream_t s
   return out;
 }
 
-/// "N layers in MS ms: J per layer, W average" over at least 1.5 s (and `reps`; at most 20000 layers)
-/// of back-to-back `forward`s of ~`us` each, after a cool-down; NVML's energy counter (bench_util.h).
-std::string energy_per_forward(const std::function<void()>& forward, cudaStream_t stream, double us, int reps,
-                               double pass_us, int cooldown_ms) {
-  const int device = detail::current_device().device;
-  if (gpu_energy_joules(device) < 0) return "NVML energy counter not available";
-  const int n = std::max(reps, static_cast<int>(std::min(2e4, std::ceil(1.5e6 / std::max(us, 1.0)))));
-  cool_down(std::max(pass_us, 1.5e6), cooldown_ms);
-  forward();
-  forward();
-  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const double e0 = gpu_energy_joules(device);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) forward();
-  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double joules = gpu_energy_joules(device) - e0;
-  return fmt("%d layers in %.1f ms: %.4f J per layer, %.0f W", n, secs * 1e3, joules / n, joules / secs);
-}
-
 constexpr int kSampleRows = 16;  // rows checked against the reference for T > 64
 
 // vLLM's Triton fused_moe GEMM-only times for deepseek-v3 on this H100 (from issue 4), µs.
@@ -611,8 +591,8 @@ int bench_moe_main(int argc, char** argv) {
         stage_lines.push_back(fmt("# stages %s T=%lld (us): ", p->name, (long long)t) +
                               stage_breakdown([&] { layer.forward(a, stream); }, stream, reps));
         if (energy) energy_lines.push_back(fmt("# energy %s T=%lld: ", p->name, (long long)t) +
-                                           energy_per_forward([&] { layer.forward(a, stream); }, stream, us, reps,
-                                                              pass_us, cooldown_ms));
+                                           energy_per_call([&](int) { layer.forward(a, stream); }, stream, us, reps,
+                                                           pass_us, cooldown_ms, "layer"));
         MOEKIT_CUDA_CHECK(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), stream));
         layer.forward(a_out, stream);  // the output checked
         MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));

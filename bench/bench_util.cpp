@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "runtime/device.h"
+#include "runtime/device_buffer.h"
 
 namespace moekit::bench {
 namespace {
@@ -135,6 +137,70 @@ void cool_down(double pass_us, int ms) {
   // FP8 GEMMs ran 5-11% slower than the first; passes under ~10 ms showed no difference.
   constexpr double kHeatingPassUs = 20000.0;
   if (ms > 0 && pass_us > kHeatingPassUs) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+namespace {
+
+struct EnergyRun {
+  int calls = 0;
+  double secs = 0.0, joules = 0.0;
+};
+
+// The measurement behind energy_per_call; calls < 0 where NVML's counter is unavailable.
+EnergyRun measure_energy(const std::function<void(int)>& fn, cudaStream_t stream, double us, int reps,
+                         double pass_us, int cooldown_ms) {
+  EnergyRun r;
+  const int device = detail::current_device().device;
+  if (gpu_energy_joules(device) < 0) {
+    r.calls = -1;
+    return r;
+  }
+  r.calls = std::max(reps, static_cast<int>(std::min(2e4, std::ceil(1.5e6 / std::max(us, 1.0)))));
+  cool_down(std::max(pass_us, 1.5e6), cooldown_ms);
+  fn(0);
+  fn(1);
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const double e0 = gpu_energy_joules(device);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < r.calls; ++i) fn(i);
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  r.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.joules = gpu_energy_joules(device) - e0;
+  return r;
+}
+
+constexpr const char* kNoEnergyCounter = "NVML energy counter not available";
+
+}  // namespace
+
+std::string energy_per_call(const std::function<void(int)>& fn, cudaStream_t stream, double us, int reps,
+                            double pass_us, int cooldown_ms, const char* what) {
+  const EnergyRun r = measure_energy(fn, stream, us, reps, pass_us, cooldown_ms);
+  if (r.calls < 0) return kNoEnergyCounter;
+  return fmt("%d %ss in %.1f ms: %.4f J per %s, %.0f W", r.calls, what, r.secs * 1e3, r.joules / r.calls, what,
+             r.joules / r.secs);
+}
+
+std::string copy_energy_line(int cooldown_ms) {
+  const int device = detail::current_device().device;
+  if (gpu_energy_joules(device) < 0) return kNoEnergyCounter;
+  const size_t bytes = size_t(1) << 30;
+  detail::DeviceBuffer src(bytes), dst(bytes);
+  const BenchStream s;
+  MOEKIT_CUDA_CHECK(cudaMemsetAsync(src.get(), 0x3C, bytes, s.get()));
+  auto copy = [&](int) {
+    MOEKIT_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s.get()));
+  };
+  const double us = time_median_us(copy, s.get(), 2, 5);
+  const EnergyRun r = measure_energy(copy, s.get(), us, 5, 0.0, cooldown_ms);
+  const double moved_gb = 2.0 * double(bytes) * r.calls * 1e-9;  // read + written
+  const double e_idle0 = gpu_energy_joules(device);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double idle_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double idle_w = (gpu_energy_joules(device) - e_idle0) / idle_secs;
+  return fmt("%d copies of 1 GiB in %.1f ms: %.1f GB/s, %.4f J per GB moved (read + write), %.0f W; then idle %.0f W",
+             r.calls, r.secs * 1e3, moved_gb / r.secs, r.joules / moved_gb, r.joules / r.secs, idle_w);
 }
 
 namespace {

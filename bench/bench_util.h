@@ -41,6 +41,20 @@ void cool_down(double pass_us, int ms);
 /// where NVML or the counter is missing.
 double gpu_energy_joules(int device);
 
+/// "N <what>s in MS ms: J per <what>, W" — the energy of one call of fn(i) (i = 0, 1, ...: rotate
+/// inputs with it) and the average power, over at least 1.5 s and `reps` (at most 20000 calls) of
+/// back-to-back calls of ~`us` each on `stream`, after a cool-down (cool_down(max(pass_us, 1.5 s),
+/// cooldown_ms)) and two untimed calls; NVML's energy counter. At the GPU's power limit a long
+/// kernel's time follows its energy (perf-notes v28), which this measures. Returns a line saying so
+/// where the counter is unavailable.
+std::string energy_per_call(const std::function<void(int)>& fn, cudaStream_t stream, double us, int reps,
+                            double pass_us, int cooldown_ms, const char* what);
+
+/// The energy of moving device memory and of idling, as one line: back-to-back 1 GiB
+/// device-to-device copies (energy_per_call; J per GB moved, read + write) and the average power
+/// over 1 s of idle time after them.
+std::string copy_energy_line(int cooldown_ms);
+
 /// Device-to-device copy bandwidth in bytes/s (bytes read + bytes written), measured once per
 /// process with a 1 GiB cudaMemcpyAsync and cached.
 double measured_copy_bandwidth();
