@@ -4,6 +4,8 @@
 #include <tuple>
 
 #include <array>
+#include <utility>
+#include <vector>
 
 #include "gemm/heuristic.h"
 #include "kernels/sm90/fp8_gemm_layout.cuh"
@@ -230,4 +232,115 @@ TEST(GemmConfig, ParsesItsOwnString) {
   EXPECT_EQ(GemmConfig{}.str().find('k'), std::string::npos);  // no suffix without split-K
   EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128c1k"), moekit::Error);
   EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128k2c1"), moekit::Error);
+}
+
+TEST(GemmConfig, ParsesStreamK) {
+  GemmConfig c{256, 128, 3, 2, 132, 1};
+  c.stream_k = true;
+  EXPECT_EQ(c.str(), "m256n128s3g2x132c1sk");
+  const GemmConfig p = GemmConfig::parse(c.str());
+  EXPECT_TRUE(p.stream_k);
+  EXPECT_EQ(p.block_m, 256);
+  EXPECT_EQ(p.multicast, 1);
+  EXPECT_FALSE(GemmConfig::parse("m256n128s3g2x132c1").stream_k);
+  EXPECT_TRUE(GemmConfig::parse("m128n128s5g8x132sk").stream_k);  // c1 may be omitted
+  EXPECT_THROW(GemmConfig::parse("m128n128s5g8x132c1skx"), moekit::Error);
+  EXPECT_THROW(GemmConfig::parse("m128n128s5g8x132c1s"), moekit::Error);
+  GemmDeviceLimits lim;
+  EXPECT_EQ(moekit::detail::gemm_config_problem(p, lim), "");
+  c.multicast = 2;  // stream-K runs single CTAs
+  EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "");
+}
+
+// The stream-K plan, simulated for every CTA: each tile's K blocks are covered exactly once; a cut
+// tile's head is its CTA's last piece and names exactly the CTAs that hold its later pieces, each
+// of which is that CTA's first piece (so a CTA writes at most one partial, and no piece that others
+// wait for waits itself).
+TEST(GemmLayout, StreamKPlanCoversEveryTileOnce) {
+  using namespace moekit::sm90;
+  int planned = 0;
+  for (unsigned long long ctas : {1ull, 3ull, 7ull, 132ull})
+    for (unsigned long long kb : {1ull, 2ull, 5ull, 16ull, 56ull})
+      for (unsigned long long tiles : {0ull, 1ull, 2ull, 7ull, 128ull, 131ull, 133ull, 224ull, 448ull, 1000ull}) {
+        SCOPED_TRACE(::testing::Message() << tiles << " tiles x " << kb << " K blocks on " << ctas << " CTAs");
+        const GemmStreamKPlan plan = gemm_stream_k_plan(tiles, kb, ctas);
+        ASSERT_EQ(plan.dp_tiles + plan.sk_tiles, tiles);
+        if (plan.sk_tiles == 0) {
+          const unsigned long long sk = tiles - (tiles / ctas >= 1 ? (tiles / ctas - 1) * ctas : 0);
+          EXPECT_TRUE(tiles % ctas == 0 || sk * kb < ctas * kGemmStreamKMinUnits);
+          continue;
+        }
+        ++planned;
+        EXPECT_NE(tiles % ctas, 0ull);
+        EXPECT_EQ(plan.dp_tiles % ctas, 0ull);
+        EXPECT_LT(plan.sk_tiles, 2 * ctas);
+        EXPECT_EQ(plan.range_begin(0), 0ull);
+        EXPECT_EQ(plan.range_begin(ctas), plan.units());
+        std::vector<std::vector<unsigned long long>> owner(plan.sk_tiles, std::vector<unsigned long long>(kb, ~0ull));
+        std::vector<unsigned> heads(plan.sk_tiles, 0);
+        std::vector<std::vector<unsigned long long>> head_peers(plan.sk_tiles);
+        std::vector<std::vector<std::pair<unsigned long long, unsigned>>> pieces(ctas);  // (tile, role) per CTA
+        for (unsigned long long c = 0; c < ctas; ++c) {
+          const unsigned long long end = plan.range_begin(c + 1);
+          EXPECT_GE(end - plan.range_begin(c), kGemmStreamKMinUnits) << "CTA " << c;
+          for (unsigned long long pos = plan.range_begin(c); pos < end;) {
+            const GemmStreamKPiece piece = gemm_stream_k_piece(plan, c, pos);
+            ASSERT_GT(piece.next, pos);
+            ASSERT_LT(piece.tile, plan.sk_tiles);
+            ASSERT_LT(piece.kb_begin, piece.kb_end);
+            ASSERT_LE(piece.kb_end, kb);
+            for (unsigned b = piece.kb_begin; b < piece.kb_end; ++b) {
+              EXPECT_EQ(owner[piece.tile][b], ~0ull) << "K block covered twice";
+              owner[piece.tile][b] = c;
+            }
+            EXPECT_EQ(piece.role == kGemmSkWhole, piece.kb_begin == 0 && piece.kb_end == kb);
+            EXPECT_EQ(piece.role == kGemmSkHead, piece.kb_begin == 0 && piece.kb_end < kb);
+            if (piece.role == kGemmSkHead) {
+              ++heads[piece.tile];
+              for (unsigned long long r = 1; r <= piece.peers; ++r) head_peers[piece.tile].push_back(c + r);
+            }
+            pieces[c].push_back({piece.tile, piece.role});
+            pos = piece.next;
+          }
+        }
+        for (unsigned long long t = 0; t < plan.sk_tiles; ++t) {
+          std::vector<unsigned long long> later;  // CTAs other than the head's that hold K blocks of t
+          for (unsigned long long b = 0; b < kb; ++b) {
+            ASSERT_NE(owner[t][b], ~0ull) << "tile " << t << " K block " << b << " never covered";
+            if (owner[t][b] != owner[t][0] && (later.empty() || later.back() != owner[t][b])) later.push_back(owner[t][b]);
+          }
+          EXPECT_EQ(heads[t], later.empty() ? 0u : 1u) << "tile " << t;
+          EXPECT_EQ(head_peers[t], later) << "tile " << t;
+        }
+        for (unsigned long long c = 0; c < ctas; ++c)
+          for (size_t i = 0; i < pieces[c].size(); ++i) {
+            if (pieces[c][i].second == kGemmSkPartial) EXPECT_EQ(i, 0u) << "a later piece is its CTA's first";
+            if (pieces[c][i].second == kGemmSkHead) EXPECT_EQ(i + 1, pieces[c].size()) << "a head is its CTA's last";
+          }
+      }
+  EXPECT_GT(planned, 20);
+  EXPECT_EQ(gemm_stream_k_flags_bytes(132), 768ull);
+  EXPECT_EQ(gemm_stream_k_workspace_bytes(256, 128, 132), 768ull + 132ull * 256 * 128 * 4);
+}
+
+// With a workspace, the masked rows whose tiles leave a partial last wave take stream-K (DeepGEMM's
+// 1 x 1024, 2 x 512, 4 x 256 at (7168, 2048): 224 256-row tiles on 132 SMs); whole waves and the
+// default (no workspace) keep the data-parallel schedule.
+TEST(GemmConfig, StreamKOnlyWithWorkspaceAndPartialWaves) {
+  GemmDeviceLimits lim;
+  using moekit::detail::select_gemm_config;
+  for (auto [m, groups] : {std::pair<int64_t, int64_t>{1024, 1}, {512, 2}, {256, 4}}) {
+    SCOPED_TRACE(::testing::Message() << groups << " x " << m);
+    const GemmConfig plain = select_gemm_config(m, 7168, 2048, lim, groups);
+    EXPECT_FALSE(plain.stream_k);
+    const GemmConfig sk = select_gemm_config(m, 7168, 2048, lim, groups, false, true, false, true);
+    EXPECT_TRUE(sk.stream_k) << sk.str();
+    EXPECT_EQ(sk.multicast, 1);
+    EXPECT_EQ(sk.split_k, 1);
+    EXPECT_EQ(moekit::detail::gemm_config_problem(sk, lim), "");
+  }
+  // 132 tiles of 128 x 128 fill one wave exactly: nothing to balance.
+  EXPECT_FALSE(select_gemm_config(128, 16896, 2048, lim, 1, false, true, false, true).stream_k);
+  // Decode-sized groups (64 rows, short K loops per tile) stay as they are.
+  EXPECT_FALSE(select_gemm_config(64, 4096, 7168, lim, 256, false, true, false, true).stream_k);
 }
