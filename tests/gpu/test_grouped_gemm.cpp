@@ -629,34 +629,43 @@ TEST(GroupedGemmMasked, CountsAboveMaxMAreClamped) {
   run_problem(make_problem("clamp", true, {9, 7, 100000, 0}, {256, 512, false}, 7), 4201);
 }
 
-// Captured once, replayed with three count vectors written into the same device buffer.
-TEST(GroupedGemmMasked, CudaGraphReplayFollowsDeviceCounts) {
-  const int64_t E = 8, max_m = 64, n = 256, k = 512;
-  Problem p = make_problem("graph", true, Counts(size_t(E), 0), {n, k, false}, max_m);
-  Stream s;
-  GroupedData g(p, 41, s);
-  finish(s, "setup");
-  moekit::grouped_gemm_fp8_prepare_masked(max_m, E, n, k);
+namespace {
 
+// Captures `p` (masked) once and replays the graph with each count vector written into the same
+// device buffer; with a workspace the stream-K flags must be zero after every replay.
+void masked_graph_replays(const Problem& p, uint64_t seed, const std::vector<Counts>& replays) {
+  Stream s;
+  GroupedData g(p, seed, s);
+  finish(s, "setup");
+  if (p.workspace) ASSERT_GT(g.workspace_bytes(), 0u) << "no stream-K configuration for this shape";
+  moekit::grouped_gemm_fp8_prepare_masked(p.max_m, int64_t(p.counts.size()), p.n, p.k);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
   g.run(s);
   ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-
-  const std::vector<Counts> replays = {uniform_counts(E, 0, int32_t(max_m), 8), Counts(size_t(E), int32_t(max_m)),
-                                       Counts{0, 1, 63, 0, 17, 64, 2, 0}};
   for (const Counts& c : replays) {
     const std::string what = "replay " + counts_summary(c);
     g.set_counts(c, s);  // cudaMemcpyAsync into the captured counts buffer
     g.poison(s);
     ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     finish(s, what);
-    expect_good(g.check(c, 99), what);
+    expect_good(g.check(c, seed + 57), what);
+    if (p.workspace) EXPECT_TRUE(g.workspace_flags_zero()) << what;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+
+}  // namespace
+
+// Captured once, replayed with three count vectors written into the same device buffer.
+TEST(GroupedGemmMasked, CudaGraphReplayFollowsDeviceCounts) {
+  const int64_t E = 8, max_m = 64;
+  masked_graph_replays(make_problem("graph", true, Counts(size_t(E), 0), {256, 512, false}, max_m), 41,
+                       {uniform_counts(E, 0, int32_t(max_m), 8), Counts(size_t(E), int32_t(max_m)),
+                        Counts{0, 1, 63, 0, 17, 64, 2, 0}});
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -734,33 +743,9 @@ TEST(GroupedGemmStreamK, NoWorkspaceNoStreamK) {
 // Captured once with a workspace, replayed with count vectors whose plans differ (cut tiles, whole
 // waves, nothing at all); the flags stay zero between replays.
 TEST(GroupedGemmStreamK, CudaGraphReplayFollowsDeviceCounts) {
-  const int64_t E = 2, max_m = 512, n = 7168, k = 2048;
-  Problem p = make_problem("sk_graph", true, Counts(size_t(E), int32_t(max_m)), {n, k, false}, max_m);
+  Problem p = make_problem("sk_graph", true, Counts{512, 512}, {7168, 2048, false}, 512);
   p.workspace = true;
-  Stream s;
-  GroupedData g(p, 43, s);
-  finish(s, "setup");
-  ASSERT_GT(g.workspace_bytes(), 0u);
-  moekit::grouped_gemm_fp8_prepare_masked(max_m, E, n, k);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  g.run(s);
-  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  const std::vector<Counts> replays = {Counts{512, 512}, Counts{300, 17}, Counts{0, 0}, Counts{512, 0},
-                                       Counts{1, 511}};
-  for (const Counts& c : replays) {
-    const std::string what = "replay " + counts_summary(c);
-    g.set_counts(c, s);
-    g.poison(s);
-    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-    finish(s, what);
-    expect_good(g.check(c, 98), what);
-    EXPECT_TRUE(g.workspace_flags_zero()) << what;
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  masked_graph_replays(p, 43, {Counts{512, 512}, Counts{300, 17}, Counts{0, 0}, Counts{512, 0}, Counts{1, 511}});
 }
 
 TEST(GroupedGemmStreamK, ValidatesWorkspace) {
