@@ -8,8 +8,6 @@
 // Cases (--case replaces them: LAYOUT contiguous or masked, every one of the E experts M rows)
 //   contiguous  E x m ∈ {4x8192, 8x4096}, every expert m rows        (DeepGEMM "grouped contiguous")
 //   masked      E x m ∈ {1x1024, 2x512, 4x256}, max_m = m, counts = m (DeepGEMM "grouped masked")
-//               (every masked call gets a zeroed stream-K workspace of grouped_gemm_fp8_masked_workspace_size;
-//               a note says when the configuration uses it; MOEKIT_STREAM_K=0 turns stream-K off for A/B runs)
 //   decode      E ∈ {32, 256}, counts uniform in [1, 64] (fixed seed), max_m = 64
 // each with (N, K) ∈ {(4096, 7168) (DeepSeek-V3 GEMM1: N = 2I, K = H), (7168, 2048) (GEMM2)}.
 //
@@ -377,11 +375,6 @@ int bench_grouped_main(int argc, char** argv) {
         MOEKIT_CUDA_CHECK(cudaMemcpyAsync(offsets_dev.get(), offsets.data(), size_t(E + 1) * sizeof(int32_t),
                                           cudaMemcpyHostToDevice, stream));
       DeviceBuffer d_ours(size_t(rows * n) * 2), d_lt(size_t(rows * n) * 2);
-      // Masked cases get a stream-K workspace (used where the configuration takes stream-K).
-      const size_t ws_bytes = c.masked ? grouped_gemm_fp8_masked_workspace_size(c.max_m, E, n, k) : 0;
-      DeviceBuffer workspace(std::max<size_t>(ws_bytes, 256));
-      MOEKIT_CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, workspace.bytes(), stream));
-      if (ws_bytes > 0) notes.push_back(fmt("stream-K (%.1f MB workspace)", double(ws_bytes) * 1e-6));
       MOEKIT_CUDA_CHECK(cudaMemsetAsync(d_ours.get(), 0xFF, d_ours.bytes(), stream));
       MOEKIT_CUDA_CHECK(cudaMemsetAsync(d_lt.get(), 0xFF, d_lt.bytes(), stream));
       MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -405,10 +398,6 @@ int bench_grouped_main(int argc, char** argv) {
           a.sb = sets[size_t(s)].sb.as<float>();
           a.d = d_ours.get();
           a.ldd = n;
-          if (ws_bytes > 0) {
-            a.workspace = workspace.get();
-            a.workspace_bytes = ws_bytes;
-          }
           if (c.masked) grouped_gemm_fp8_masked(a, c.max_m, counts_dev.as<int32_t>(), stream);
           else grouped_gemm_fp8_contiguous(a, rows, offsets_dev.as<int32_t>(), counts_dev.as<int32_t>(), stream);
         };

@@ -53,15 +53,9 @@ struct GemmConfig {
   /// sum order is fixed, so results are deterministic) — for shapes with too few tiles to fill the
   /// GPU (small M). num_sms must be a multiple of S, and S ≤ ceil(k / 128).
   int split_k = 1;
-  /// Stream-K (masked grouped GEMM only, multicast = 1, split_k = 1; needs a workspace,
-  /// grouped_gemm_fp8_masked_workspace_size): when the tiles do not fill whole waves, the K blocks
-  /// of the last waves' tiles are shared out evenly over the CTAs, and the CTA that holds a tile's
-  /// first K block adds the others' FP32 partial sums (in a fixed order: deterministic).
-  bool stream_k = false;
-  /// Human-readable form, e.g. "m128n128s5g8x132c2", "m64n64s10g1x132c1k4" with split_k = 4, or
-  /// "m256n128s4g2x132c1sk" with stream_k.
+  /// Human-readable form, e.g. "m128n128s5g8x132c2", or "m64n64s10g1x132c1k4" with split_k = 4.
   std::string str() const;
-  /// Parses str()'s form (the trailing "c<multicast>", "k<split_k>" and "sk" may be omitted). Throws
+  /// Parses str()'s form (the trailing "c<multicast>" and "k<split_k>" may be omitted). Throws
   /// moekit::Error(kInvalidArgument) on malformed text; does not check that the config can run.
   static GemmConfig parse(const std::string& text);
 };

@@ -41,13 +41,6 @@ struct GroupedGemmFp8Args {
   const float* sb = nullptr; ///< B scales [E, ceil(n/128), ceil(k/128)] row-major
   void* d = nullptr;         ///< bf16 D rows (same row count R as A), row stride ldd
   int64_t ldd = 0;           ///< ≥ n, % 8 == 0
-  /// Optional scratch memory of the masked GEMM (the contiguous one ignores it), enabling stream-K
-  /// (GemmConfig::stream_k) where the configuration heuristic picks it: at least
-  /// grouped_gemm_fp8_masked_workspace_size(...) bytes, 256-byte aligned, zero-filled before the
-  /// first call that uses it (every call leaves it zero-filled again), and used by one call at a
-  /// time (not shared between streams that may run concurrently). Null: no stream-K.
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
 };
 
 /// Host reference of the contiguous layout: offsets[0] = 0,
@@ -79,16 +72,9 @@ void grouped_gemm_fp8_contiguous(const GroupedGemmFp8Args& args, int64_t rows, c
 void grouped_gemm_fp8_masked(const GroupedGemmFp8Args& args, int64_t max_m, const int32_t* counts,
                              cudaStream_t stream);
 
-/// Bytes of workspace (GroupedGemmFp8Args::workspace) a masked call with these host values uses
-/// when one is given: 0 when its configuration runs without stream-K (a workspace is then ignored).
-/// Depends only on (max_m, E, n, k) and the device. Throws kInvalidArgument for max_m < 1,
-/// num_groups < 1 or invalid n / k.
-size_t grouped_gemm_fp8_masked_workspace_size(int64_t max_m, int64_t num_groups, int64_t n, int64_t k);
-
 /// Compile (or load from the disk cache) the kernel a later call with the same shapes will use,
 /// so that call can be captured in a CUDA graph. The configuration depends only on these host
-/// values (rows / E or max_m, E, n, k) — and, for the masked GEMM, on whether a workspace is given:
-/// prepare_masked compiles both kernels — never on device counts.
+/// values (rows / E or max_m, E, n, k), never on device counts.
 void grouped_gemm_fp8_prepare_contiguous(int64_t rows, int64_t num_groups, int64_t n, int64_t k);
 void grouped_gemm_fp8_prepare_masked(int64_t max_m, int64_t num_groups, int64_t n, int64_t k);
 

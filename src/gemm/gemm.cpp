@@ -225,10 +225,6 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   const uint64_t num_kb = static_cast<uint64_t>(ceil_div(op.k, kQuantBlock));
   MOEKIT_REQUIRE(c.split_k == 1 || (std::strcmp(body, "fp8_gemm_dense") == 0 && family.promote_k == 128),
                  ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), ": split-K runs only the dense GEMM");
-  MOEKIT_REQUIRE(c.stream_k == (std::strcmp(body, "fp8_gemm_masked_sk") == 0) &&
-                     (!c.stream_k || (params.sk_flags != nullptr && params.sk_partials != nullptr)),
-                 ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(),
-                 ": stream-K runs only the masked GEMM, with a workspace");
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
   // 256-row tiles load A in two 128-row boxes, so a tile with one wave of valid rows loads one.
   const unsigned a_box =
@@ -339,7 +335,7 @@ unsigned tail_halves_setting() {
 
 std::string GemmConfig::str() const {
   return detail::concat("m", block_m, "n", block_n, "s", stages, "g", raster_group, "x", num_sms, "c", multicast,
-                        split_k != 1 ? detail::concat("k", split_k) : std::string(), stream_k ? "sk" : "");
+                        split_k != 1 ? detail::concat("k", split_k) : std::string());
 }
 
 GemmConfig GemmConfig::parse(const std::string& text) {
@@ -348,9 +344,9 @@ GemmConfig GemmConfig::parse(const std::string& text) {
   const int got = std::sscanf(text.c_str(), "m%dn%ds%dg%dx%d%n", &c.block_m, &c.block_n, &c.stages, &c.raster_group,
                               &c.num_sms, &used);
   MOEKIT_REQUIRE(got == 5, ErrorCode::kInvalidArgument, "moekit::GemmConfig::parse: '", text,
-                 "' is not of the form m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>][k<split_k>][sk]");
+                 "' is not of the form m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>]");
   std::string rest = text.substr(static_cast<size_t>(used));
-  // Optional suffixes, in this order: c<multicast>, k<split_k>, sk.
+  // Optional suffixes, in this order: c<multicast>, k<split_k>.
   auto suffix = [&](char tag, int& value) {
     if (rest.empty() || rest[0] != tag) return;
     int consumed = 0;
@@ -361,10 +357,6 @@ GemmConfig GemmConfig::parse(const std::string& text) {
   };
   suffix('c', c.multicast);
   suffix('k', c.split_k);
-  if (rest == "sk") {
-    c.stream_k = true;
-    rest.clear();
-  }
   MOEKIT_REQUIRE(rest.empty(), ErrorCode::kInvalidArgument, "moekit::GemmConfig::parse: trailing '", rest, "' in '",
                  text, "'");
   return c;

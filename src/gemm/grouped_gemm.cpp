@@ -2,8 +2,6 @@
 // kernels are the dense GEMM's mainloop with the contiguous or masked tile scheduler.
 #include "moekit/grouped_gemm.h"
 
-#include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "common/check.h"
@@ -29,20 +27,10 @@ void validate_grouped(const char* fn, const GroupedGemmFp8Args& a, int64_t rows)
 
 // Grouped configurations pair CTAs only along N (256-row tiles sharing A, whose two tiles always
 // have the same rows and group); pairs along M would need both tiles in one group.
-// `stream_k`: stream-K candidates (the masked GEMM with a workspace), unless MOEKIT_STREAM_K=0 (a
-// diagnostic switch for A/B runs, not API). A forced configuration keeps its stream-K setting only
-// where stream-K is possible.
-GemmConfig grouped_config(int64_t m_per_group, int64_t groups, int64_t n, int64_t k, bool contiguous,
-                          bool stream_k = false) {
-  static const bool sk_switch = [] {
-    const char* v = std::getenv("MOEKIT_STREAM_K");
-    return !(v && v[0] == '0');
-  }();
-  stream_k = stream_k && sk_switch;
+GemmConfig grouped_config(int64_t m_per_group, int64_t groups, int64_t n, int64_t k, bool contiguous) {
   GemmConfig c = config_from_env("MOEKIT_GROUPED_CONFIG", select_gemm_config(m_per_group, n, k, device_limits(), groups,
-                                                                             false, true, contiguous, stream_k));
+                                                                             false, true, contiguous));
   if (!sm90::gemm_cluster_shares_a(c.block_m, c.multicast)) c.multicast = 1;
-  if (!stream_k || c.multicast != 1 || c.split_k != 1) c.stream_k = false;
   return c;
 }
 
@@ -58,10 +46,6 @@ void launch_grouped(const char* body, const GroupedGemmFp8Args& a, int64_t rows,
                     const int32_t* offsets, const int32_t* counts, int64_t max_m, cudaStream_t stream,
                     unsigned* tile_counter = nullptr) {
   sm90::GemmParams p{};
-  if (c.stream_k) {  // the caller checked the workspace
-    p.sk_flags = static_cast<unsigned*>(a.workspace);
-    p.sk_partials = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + sm90::gemm_stream_k_flags_bytes(c.num_sms));
-  }
   if (tile_counter != nullptr) {  // contiguous only: dynamic units in one M-major pass
     p.tile_counter = tile_counter;
     p.sched_one_pass = rows / a.num_groups > 64 ? 1u : 0u;
@@ -85,14 +69,10 @@ GemmConfig contiguous_config(int64_t rows, int64_t groups, int64_t n, int64_t k,
   return c;
 }
 
-GemmConfig masked_config(int64_t max_m, int64_t groups, int64_t n, int64_t k, bool with_workspace) {
-  GemmConfig c = grouped_config(max_m, groups, n, k, false, with_workspace);
+GemmConfig masked_config(int64_t max_m, int64_t groups, int64_t n, int64_t k) {
+  GemmConfig c = grouped_config(max_m, groups, n, k, false);
   c.num_sms = cluster_ctas(c, groups * ceil_div(max_m, c.block_m), n);
   return c;
-}
-
-size_t masked_workspace_bytes(const GemmConfig& c) {
-  return static_cast<size_t>(sm90::gemm_stream_k_workspace_bytes(c.block_m, c.block_n, c.num_sms));
 }
 
 void prepare(const GemmConfig& c, const char* body) {
@@ -148,27 +128,8 @@ void grouped_gemm_fp8_masked(const GroupedGemmFp8Args& a, int64_t max_m, const i
   detail::validate_grouped(fn, a, rows);
   MOEKIT_REQUIRE(counts, ErrorCode::kInvalidArgument, fn, ": counts is required");
   detail::require_sm90(fn);
-  const GemmConfig c = detail::masked_config(max_m, a.num_groups, a.n, a.k, a.workspace != nullptr);
-  if (c.stream_k) {
-    const size_t need = detail::masked_workspace_bytes(c);
-    MOEKIT_REQUIRE(a.workspace_bytes >= need, ErrorCode::kInvalidArgument, fn, ": workspace_bytes = ",
-                   a.workspace_bytes, " is less than the ", need,
-                   " bytes this shape uses (grouped_gemm_fp8_masked_workspace_size)");
-    MOEKIT_REQUIRE((reinterpret_cast<uintptr_t>(a.workspace) & 255u) == 0, ErrorCode::kMisaligned, fn,
-                   ": workspace must be 256-byte aligned");
-  }
-  detail::launch_grouped(c.stream_k ? "fp8_gemm_masked_sk" : "fp8_gemm_masked", a, rows, c, nullptr, counts, max_m,
-                         stream);
-}
-
-size_t grouped_gemm_fp8_masked_workspace_size(int64_t max_m, int64_t num_groups, int64_t n, int64_t k) {
-  constexpr const char* fn = "moekit::grouped_gemm_fp8_masked_workspace_size";
-  MOEKIT_REQUIRE(max_m >= 1 && num_groups >= 1, ErrorCode::kInvalidArgument, fn,
-                 ": need max_m >= 1 and num_groups >= 1");
-  detail::validate_nk(fn, n, k);
-  detail::require_sm90(fn);
-  const GemmConfig c = detail::masked_config(max_m, num_groups, n, k, true);
-  return c.stream_k ? detail::masked_workspace_bytes(c) : 0;
+  const GemmConfig c = detail::masked_config(max_m, a.num_groups, a.n, a.k);
+  detail::launch_grouped("fp8_gemm_masked", a, rows, c, nullptr, counts, max_m, stream);
 }
 
 void grouped_gemm_fp8_prepare_contiguous(int64_t rows, int64_t num_groups, int64_t n, int64_t k) {
@@ -182,11 +143,7 @@ void grouped_gemm_fp8_prepare_masked(int64_t max_m, int64_t num_groups, int64_t 
   detail::require_sm90("moekit::grouped_gemm_fp8_prepare_masked");
   MOEKIT_REQUIRE(max_m >= 1 && num_groups >= 1, ErrorCode::kInvalidArgument,
                  "moekit::grouped_gemm_fp8_prepare_masked: need max_m >= 1 and num_groups >= 1");
-  const GemmConfig plain = detail::masked_config(max_m, num_groups, n, k, false);
-  const GemmConfig with_ws = detail::masked_config(max_m, num_groups, n, k, true);
-  detail::prepare(plain, "fp8_gemm_masked");
-  if (with_ws.stream_k) detail::prepare(with_ws, "fp8_gemm_masked_sk");
-  else if (with_ws.str() != plain.str()) detail::prepare(with_ws, "fp8_gemm_masked");
+  detail::prepare(detail::masked_config(max_m, num_groups, n, k), "fp8_gemm_masked");
 }
 
 }  // namespace moekit

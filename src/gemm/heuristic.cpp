@@ -37,10 +37,6 @@ constexpr double kPairSpeedup = 0.985;
 constexpr int64_t kWideMinWaves = 8;
 constexpr double kPairFixed = 1.5e-6;
 constexpr int kMaxModelSplit = 4;                // clusters of up to 4 CTAs (of 8, fewer are co-resident)
-// Stream-K (masked grouped GEMM): a head writes nothing but reads each later piece's FP32 tile
-// through L2, and the piece's CTA wrote it: both at about the L2 -> SM rate (a prediction, not yet
-// measured: perf-notes v30). Chosen only for a clear modelled gain.
-constexpr double kStreamKGain = 0.97;
 
 constexpr int kBlockNs[] = {16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 192};
 
@@ -71,7 +67,6 @@ std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim
   if (c.split_k < 1 || c.split_k > sm90::kGemmMaxSplitK)
     return concat("split_k=", c.split_k, " is not in [1, ", sm90::kGemmMaxSplitK, "]");
   if (c.split_k > 1 && c.multicast != 1) return concat("split_k=", c.split_k, " needs multicast=1");
-  if (c.stream_k && (c.multicast != 1 || c.split_k != 1)) return "stream_k needs multicast=1 and split_k=1";
   if (c.num_sms % c.split_k != 0) return concat("num_sms=", c.num_sms, " is not a multiple of split_k=", c.split_k);
   const unsigned need = sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages, c.split_k);
   if (need > lim.smem_bytes)
@@ -86,7 +81,7 @@ std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim
 }
 
 GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups,
-                              bool allow_split_k, bool allow_wide, bool contiguous, bool allow_stream_k) {
+                              bool allow_split_k, bool allow_wide, bool contiguous) {
   GemmConfig best;
   double best_time = 1e30;
   m = std::max<int64_t>(m, 1);
@@ -101,9 +96,7 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
     // T = 16384: 4030 vs 4454-4519 us); 2 x 512 and 4 x 256 masked (7168, 2048) (two waves or
     // fewer) 4% / 3% slower than 128-row tiles with tail halves, T = 4096's GEMM2 (~128 rows per
     // group) 3.7% slower end to end; 4096x2112x7168 m256n64 129.1 us against m128n192 121.0.
-    // (With stream-K, which removes the partial last wave that ruled them out, from 256 rows.)
-    const bool wide_dp = m >= 512;
-    if (bm == 256 && (!allow_wide || !lim.wide_tiles || m < (allow_stream_k ? 256 : 512))) continue;
+    if (bm == 256 && (!allow_wide || !lim.wide_tiles || m < 512)) continue;
     const int64_t m_blocks = ceil_div(m, bm);
     // Pairs sharing B (mc = 2, block_m <= 128) are supported but not chosen: measured on the H100
     // they were 4-10% slower than mc = 1 with pipelined tiles (docs/perf-notes.md v3); they stay
@@ -125,12 +118,8 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           // Split-K only where its clusters run in one wave (a cluster's tiles queue behind each
           // handover: measured 4x slower with several tiles per cluster).
           if (split > 1 && tiles * split > max_ctas) continue;
-          const bool dp_ok = bm != 256 || (wide_dp && (m >= 1024 || tiles >= kWideMinWaves * max_ctas));
+          if (bm == 256 && m < 1024 && tiles < kWideMinWaves * max_ctas) continue;
           const int64_t ctas = std::min(tiles * split, max_ctas) / mc * mc;
-          // Stream-K candidate: single CTAs with tiles that leave the last wave partial.
-          const bool sk_ok = allow_stream_k && mc == 1 && split == 1 &&
-                             sm90::gemm_stream_k_plan(uint64_t(tiles), uint64_t(num_kb), uint64_t(ctas)).sk_tiles > 0;
-          if (!dp_ok && !sk_ok) continue;
           const int64_t waves = ceil_div(tiles * split, ctas);
           // K per CTA (the whole K without split-K, as the grouped / MoE selections were calibrated).
           const double k_cta =
@@ -170,17 +159,8 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           // DRAM at the per-CTA rate, so a short last wave costs a whole tile's stream.
           const double t_b_stream = m_blocks == 1 ? double(bn) * k_cta / kDramBytesPerSm : 0.0;
           const double t_tile = std::max({t_mma, t_load, t_b_stream, t_a_hot}) + kTileOverhead + t_reduce;
-          double t = dp_ok ? std::max(double(waves) * t_tile, dram_floor) : 1e30;
+          double t = std::max(double(waves) * t_tile, dram_floor);
           if (share_a) t = t * kPairSpeedup + kPairFixed;
-          bool stream_k = false;
-          if (sk_ok) {
-            const double t_fix = 2.0 * bm * bn * 4.0 / kL2BytesPerSm;
-            const double t_sk = std::max(double(tiles) / double(ctas) * t_tile + t_fix, dram_floor);
-            if (t_sk < t * kStreamKGain) {
-              t = t_sk;
-              stream_k = true;
-            }
-          }
           // On (near) ties prefer less L2 traffic: the larger tile. Split-K and pairs only for a clear
           // gain (the handover, and the pairs' fixed cost, are the least certain terms).
           const bool better =
@@ -197,7 +177,6 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
             best.raster_group = static_cast<int>(std::min<int64_t>(m_blocks * groups, 8));
             best.num_sms = static_cast<int>(ctas);
             best.split_k = split;
-            best.stream_k = stream_k;
           }
         }
       }

@@ -37,12 +37,8 @@ int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim);
 /// `allow_wide`: 256-row tiles (two 128-row waves per tile) are candidates. `contiguous`: the
 /// groups lie in one flat layout of 128-aligned segments (ContiguousScheduler), where 256-row units
 /// run across group boundaries, so a group of m rows costs ceil(m / 128) / 2 such tiles.
-/// `allow_stream_k` (the masked GEMM with a workspace): stream-K candidates (GemmConfig::stream_k)
-/// for single CTAs whose tiles leave a partial last wave, modelled as the tiles' work spread evenly
-/// over the CTAs plus one partial tile written and read back through L2.
 GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups = 1,
-                              bool allow_split_k = false, bool allow_wide = true, bool contiguous = false,
-                              bool allow_stream_k = false);
+                              bool allow_split_k = false, bool allow_wide = true, bool contiguous = false);
 
 /// Candidate dense configurations for a tuning sweep (`moekit bench gemm --sweep`): tiles of
 /// 64/128 rows x 32...192 columns and 256 rows x 32...128 columns, split-K (64/128-row tiles) over

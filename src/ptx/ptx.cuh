@@ -352,34 +352,6 @@ __device__ __forceinline__ void st_global_v4(void* ptr, const u32 (&v)[4]) {
                : "memory");
 }
 
-/// 16-byte global store of four floats.
-__device__ __forceinline__ void st_global_v4_f32(float* ptr, float a, float b, float c, float d) {
-  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-
-/// 16-byte global load of four floats cached in L2 only (ld.global.cg): for data another CTA of the
-/// same launch wrote, which this SM's L1 must not serve from an older line.
-__device__ __forceinline__ void ld_global_cg_v4_f32(const float* ptr, float (&v)[4]) {
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
-               : "l"(ptr)
-               : "memory");
-}
-
-/// A flag between CTAs of one launch: release (every write this thread — and, through a barrier
-/// before it, its CTA — made is visible at GPU scope before the flag) and acquire.
-__device__ __forceinline__ void st_release_gpu_u32(unsigned* ptr, u32 v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
-}
-__device__ __forceinline__ u32 ld_acquire_gpu_u32(const unsigned* ptr) {
-  u32 v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed_gpu_u32(unsigned* ptr, u32 v) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(ptr), "r"(v) : "memory");
-}
-
 /// Two floats → two E4M3 bytes (`lo` in the low byte), round to nearest even, saturating to ±448
 /// (NaN stays NaN): the SPEC §1 conversion.
 __device__ __forceinline__ u16 pack_e4m3x2(float lo, float hi) {

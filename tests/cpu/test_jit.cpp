@@ -76,18 +76,6 @@ TEST(Jit, GroupedGemmFamiliesCompileForSm90a) {
     }
 }
 
-// The masked GEMM with stream-K: 256-row tiles (two waves per piece), 128-row (two warpgroups) and
-// 64-row (one warpgroup) tiles.
-TEST(Jit, MaskedStreamKCompilesForSm90a) {
-  for (const moekit::GemmConfig& c : {moekit::GemmConfig{256, 128, 4, 2, 132, 1}, moekit::GemmConfig{128, 128, 5, 8, 132, 1},
-                                      moekit::GemmConfig{64, 96, 8, 1, 132, 1}}) {
-    std::string entry;
-    const std::string src = moekit::detail::fp8_gemm_kernel_source(c, "fp8_gemm_masked_sk", &entry);
-    SCOPED_TRACE(entry);
-    expect_compiles_clean(src, entry);
-  }
-}
-
 // The MoE layer's fused GEMMs: GEMM1 (two warpgroups along N, 64-row B scales, SwiGLU + FP8
 // requant epilogue; A by TMA or gathered by token) and GEMM2 (scatter-add epilogue), contiguous and masked schedulers.
 TEST(Jit, MoeGemmFamiliesCompileForSm90a) {

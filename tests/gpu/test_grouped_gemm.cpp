@@ -99,7 +99,6 @@ struct Problem {
   int64_t max_m = 0;                  // masked only
   int64_t rows = 0;                   // contiguous only; 0: contiguous_rows_upper_bound(total, E)
   int64_t lda = 0, ldb = 0, ldd = 0;  // 0: packed
-  bool workspace = false;             // masked only: pass a (zeroed) stream-K workspace
 };
 
 struct Check {
@@ -142,22 +141,7 @@ class GroupedData {
     moekit::detail::fill_random_f32(sb_.as<float>(), E_ * nb_ * kb_, 0.25f, 2.0f, seed * 8 + 4, stream);
     set_counts(p_.counts, stream);
     poison(stream);
-    if (p_.masked && p_.workspace) {
-      ws_bytes_ = moekit::grouped_gemm_fp8_masked_workspace_size(p_.max_m, E_, p_.n, p_.k);
-      ws_ = DeviceBuffer(std::max<size_t>(ws_bytes_, 256));
-      EXPECT_EQ(cudaMemsetAsync(ws_.get(), 0, ws_.bytes(), stream), cudaSuccess);
-    }
   }
-
-  // Stream-K workspace: its size for this problem (0: the configuration runs without stream-K),
-  // and whether every byte is zero again (the flags must be; the partial slots may hold sums).
-  size_t workspace_bytes() const { return ws_bytes_; }
-  bool workspace_flags_zero() const {
-    const size_t flag_bytes = std::min<size_t>(ws_.bytes(), 1024);  // >= the flags of 132 CTAs
-    const auto h = ws_.download<uint8_t>(flag_bytes);
-    return std::all_of(h.begin(), h.end(), [](uint8_t b) { return b == 0; });
-  }
-  std::vector<uint16_t> output() const { return d_.download<uint16_t>(size_t(rows_ * p_.ldd)); }
 
   int64_t rows() const { return rows_; }
   int64_t num_groups() const { return E_; }
@@ -197,10 +181,6 @@ class GroupedData {
     a.sb = sb_.as<float>();
     a.d = d_.get();
     a.ldd = p_.ldd;
-    if (ws_.get() != nullptr) {
-      a.workspace = ws_.get();
-      a.workspace_bytes = ws_.bytes();
-    }
     return a;
   }
 
@@ -314,8 +294,7 @@ class GroupedData {
  private:
   Problem p_;
   int64_t E_ = 0, rows_ = 0, kb_ = 0, nb_ = 0;
-  DeviceBuffer a_, sa_, b_, sb_, d_, counts_, offsets_, ws_;
-  size_t ws_bytes_ = 0;
+  DeviceBuffer a_, sa_, b_, sb_, d_, counts_, offsets_;
   Counts host_counts_;
   std::vector<int32_t> host_offsets_;
 };
@@ -629,147 +608,34 @@ TEST(GroupedGemmMasked, CountsAboveMaxMAreClamped) {
   run_problem(make_problem("clamp", true, {9, 7, 100000, 0}, {256, 512, false}, 7), 4201);
 }
 
-namespace {
-
-// Captures `p` (masked) once and replays the graph with each count vector written into the same
-// device buffer; with a workspace the stream-K flags must be zero after every replay.
-void masked_graph_replays(const Problem& p, uint64_t seed, const std::vector<Counts>& replays) {
+// Captured once, replayed with three count vectors written into the same device buffer.
+TEST(GroupedGemmMasked, CudaGraphReplayFollowsDeviceCounts) {
+  const int64_t E = 8, max_m = 64, n = 256, k = 512;
+  Problem p = make_problem("graph", true, Counts(size_t(E), 0), {n, k, false}, max_m);
   Stream s;
-  GroupedData g(p, seed, s);
+  GroupedData g(p, 41, s);
   finish(s, "setup");
-  if (p.workspace) ASSERT_GT(g.workspace_bytes(), 0u) << "no stream-K configuration for this shape";
-  moekit::grouped_gemm_fp8_prepare_masked(p.max_m, int64_t(p.counts.size()), p.n, p.k);
+  moekit::grouped_gemm_fp8_prepare_masked(max_m, E, n, k);
+
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
   g.run(s);
   ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  const std::vector<Counts> replays = {uniform_counts(E, 0, int32_t(max_m), 8), Counts(size_t(E), int32_t(max_m)),
+                                       Counts{0, 1, 63, 0, 17, 64, 2, 0}};
   for (const Counts& c : replays) {
     const std::string what = "replay " + counts_summary(c);
     g.set_counts(c, s);  // cudaMemcpyAsync into the captured counts buffer
     g.poison(s);
     ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     finish(s, what);
-    expect_good(g.check(c, seed + 57), what);
-    if (p.workspace) EXPECT_TRUE(g.workspace_flags_zero()) << what;
+    expect_good(g.check(c, 99), what);
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-}
-
-}  // namespace
-
-// Captured once, replayed with three count vectors written into the same device buffer.
-TEST(GroupedGemmMasked, CudaGraphReplayFollowsDeviceCounts) {
-  const int64_t E = 8, max_m = 64;
-  masked_graph_replays(make_problem("graph", true, Counts(size_t(E), 0), {256, 512, false}, max_m), 41,
-                       {uniform_counts(E, 0, int32_t(max_m), 8), Counts(size_t(E), int32_t(max_m)),
-                        Counts{0, 1, 63, 0, 17, 64, 2, 0}});
-}
-
-// ----------------------------------------------------------------------------------------------
-// Masked grouped GEMM with stream-K (a workspace; GemmStreamKPlan)
-// ----------------------------------------------------------------------------------------------
-
-namespace {
-
-// Runs `p` (with a workspace) twice and checks it as run_problem does, plus: the configuration took
-// stream-K where `expect_sk`, the flags are zero again after each run, and the two runs' D are
-// bit-identical (heads add the later pieces in a fixed order).
-void run_stream_k(Problem p, uint64_t seed, bool expect_sk = true) {
-  p.workspace = true;
-  const std::string what = describe(p, p.counts) + " stream-K";
-  SCOPED_TRACE(what);
-  Stream s;
-  GroupedData g(p, seed, s);
-  finish(s, "setup");
-  if (expect_sk) EXPECT_GT(g.workspace_bytes(), 0u) << "no stream-K configuration for this shape";
-  g.run(s);
-  finish(s, what);
-  expect_good(g.check(p.counts, seed), what);
-  EXPECT_TRUE(g.workspace_flags_zero()) << what << ": flags left set";
-  const auto first = g.output();
-  g.poison(s);
-  g.run(s);
-  finish(s, what + " (again)");
-  EXPECT_TRUE(first == g.output()) << what << ": not bit-identical run to run";
-  EXPECT_TRUE(g.workspace_flags_zero()) << what << ": flags left set (second run)";
-}
-
-}  // namespace
-
-// DeepGEMM's masked rows at (7168, 2048), which the heuristic runs with stream-K when given a
-// workspace (224 tiles of 256 x 128 on 132 SMs), with full and with random counts.
-TEST(GroupedGemmStreamK, DeepGemmMaskedRows) {
-  uint64_t seed = 7000;
-  for (auto [e, m] : {std::pair<int64_t, int32_t>{1, 1024}, {2, 512}, {4, 256}}) {
-    run_stream_k(make_problem("dg_full", true, Counts(size_t(e), m), {7168, 2048, false}, m), ++seed);
-    if (HasFatalFailure()) return;
-    run_stream_k(make_problem("dg_random", true, uniform_counts(e, 0, m, seed), {7168, 2048, false}, m), ++seed,
-                 false);
-    if (HasFatalFailure()) return;
-  }
-}
-
-// Forced stream-K configurations on few CTAs (so tiles are cut into many pieces and heads add
-// several): 256-, 128- and 64-row tiles; random, skewed, single-group, all-zero and clamped counts;
-// K of 3, 4 and 23 blocks (a tail); strided operands.
-TEST(GroupedGemmStreamK, ForcedConfigsAndLayouts) {
-  uint64_t seed = 7100;
-  for (const char* config : {"m256n128s3g4x20c1sk", "m128n128s5g8x20c1sk", "m64n96s8g1x20c1sk", "m128n64s6g8x7c1sk"}) {
-    ForcedGroupedConfig env(config);
-    SCOPED_TRACE(config);
-    for (const Shape& sh : {Shape{256, 512, false}, Shape{200, 384, true}, Shape{2880, 2880, false}}) {
-      const int64_t max_m = sh.n == 2880 ? 130 : 300;
-      const std::vector<Counts> layouts = {uniform_counts(6, 0, int32_t(max_m), seed), Counts{int32_t(max_m)},
-                                           Counts{0, 1, 0, int32_t(max_m), 77, 0, 129},
-                                           skewed_counts(9, 4 * max_m, 0.4, seed + 1), Counts(4, 0),
-                                           Counts{100000, 3, -5, int32_t(max_m) - 1}};
-      for (const Counts& c : layouts) {
-        run_stream_k(make_problem("forced", true, c, sh, max_m), ++seed, false);
-        if (HasFatalFailure()) return;
-      }
-    }
-  }
-}
-
-// A stream-K configuration forced without a workspace runs the data-parallel kernel.
-TEST(GroupedGemmStreamK, NoWorkspaceNoStreamK) {
-  ForcedGroupedConfig env("m128n128s5g8x20c1sk");
-  run_problem(make_problem("no_ws", true, uniform_counts(5, 0, 300, 7201), {256, 512, false}, 300), 7202);
-}
-
-// Captured once with a workspace, replayed with count vectors whose plans differ (cut tiles, whole
-// waves, nothing at all); the flags stay zero between replays.
-TEST(GroupedGemmStreamK, CudaGraphReplayFollowsDeviceCounts) {
-  Problem p = make_problem("sk_graph", true, Counts{512, 512}, {7168, 2048, false}, 512);
-  p.workspace = true;
-  masked_graph_replays(p, 43, {Counts{512, 512}, Counts{300, 17}, Counts{0, 0}, Counts{512, 0}, Counts{1, 511}});
-}
-
-TEST(GroupedGemmStreamK, ValidatesWorkspace) {
-  Stream s;
-  Problem p = make_problem("sk_validate", true, Counts{512, 512}, {7168, 2048, false}, 512);
-  p.workspace = true;
-  GroupedData g(p, 44, s);
-  finish(s, "setup");
-  ASSERT_GT(g.workspace_bytes(), 0u);
-  auto a = g.args();
-  a.workspace_bytes = g.workspace_bytes() - 1;
-  try {
-    moekit::grouped_gemm_fp8_masked(a, 512, g.counts_device(), s);
-    ADD_FAILURE() << "no error for a short workspace";
-  } catch (const moekit::Error& e) {
-    EXPECT_EQ(e.code(), moekit::ErrorCode::kInvalidArgument) << e.what();
-  }
-  a = g.args();
-  a.workspace = static_cast<char*>(a.workspace) + 16;
-  a.workspace_bytes -= 16;
-  EXPECT_THROW(moekit::grouped_gemm_fp8_masked(a, 512, g.counts_device(), s), moekit::Error);
-  EXPECT_THROW(moekit::grouped_gemm_fp8_masked_workspace_size(0, 2, 7168, 2048), moekit::Error);
-  EXPECT_THROW(moekit::grouped_gemm_fp8_masked_workspace_size(512, 2, 7168, 100), moekit::Error);
-  finish(s, "after validation");
 }
 
 // ----------------------------------------------------------------------------------------------

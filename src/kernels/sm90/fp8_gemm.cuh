@@ -510,7 +510,7 @@ struct TilePipe {
     ptx::mbar_wait(empty() + 8 * slot, phase ^ 1u);
     const u32 r = records + slot * kGemmTileRecordBytes;
     ptx::st_shared_v4(r, {t.m0, t.n0, t.b_row0, t.sb_offset});
-    ptx::st_shared_v4(r + 16, {t.valid_rows, (more ? 1u : 0u) | (t.solo << 1) | (t.sk << 2), t.kb_begin, t.kb_end});
+    ptx::st_shared_v4(r + 16, {t.valid_rows, (more ? 1u : 0u) | (t.solo << 1), t.kb_begin, t.kb_end});
     ptx::mbar_arrive(full() + 8 * slot);  // release: the record is visible to the waiting threads
     advance();
   }
@@ -528,8 +528,7 @@ struct TilePipe {
     t.valid_rows = b[0];
     t.kb_begin = b[2];
     t.kb_end = b[3];
-    t.solo = (b[1] >> 1) & 1u;
-    t.sk = b[1] >> 2;
+    t.solo = b[1] >> 1;
     return (b[1] & 1u) != 0;
   }
 
@@ -549,12 +548,10 @@ struct TilePipe {
   }
 };
 
-template <class T, class Epilogue, bool kGatherA, bool kStreamK = false>
+template <class T, class Epilogue, bool kGatherA>
 __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 s_a, u32 s_b, u32 s_full,
                                               u32 s_empty, const float* sfa_smem, const ptx::TmaDescriptor& tma_d,
                                               TilePipe& tiles, SplitKReduce<T>& split) {
-  // Tiles come with their own K ranges (split-K shares, stream-K pieces).
-  constexpr bool kRanges = T::kSplitK > 1 || kStreamK;
   // PDL: the math threads touch nothing global the previous kernel writes before it is done (the
   // producer may schedule earlier, GemmParams::pdl_early). The gather variant under pdl_early looks
   // up its first tile's tokens first (the row map is as old as the group layout), so that chain of
@@ -597,7 +594,7 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
         ptx::mbar_wait(s_full + 8 * m.stage, m.phase);
         stamp(2);
       }
-      const u32 kb0 = kRanges ? t.kb_begin : 0u, kb1 = kRanges ? t.kb_end : p.num_kb;
+      const u32 kb0 = T::kSplitK > 1 ? t.kb_begin : 0u, kb1 = T::kSplitK > 1 ? t.kb_end : p.num_kb;
       const u32 stage0 = m.stage, phase0 = m.phase;
       if (ptx::warp_uniform(m.active)) {  // broadcast, or the stage addresses leave the uniform registers
         m.k_loop(out, kb0, kb1);
@@ -622,17 +619,6 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
         tiles.release();
         continue;
       }
-    }
-    if constexpr (kStreamK) {
-      Tile t;
-      tiles.peek(t);
-      const StreamKFixup<T, Fp8GemmMath<T, kGatherA>::kOut> sk{p.sk_flags, p.sk_partials};
-      if ((t.sk & 3u) == kGemmSkPartial) {  // a later piece: its sums go to this CTA's slot
-        sk.store(out, threadIdx.x);
-        tiles.release();
-        continue;
-      }
-      if ((t.sk & 3u) == kGemmSkHead) sk.add_later_pieces(out, threadIdx.x, t.sk >> 2);
     }
     Tile t;
     tiles.peek(t);  // again, rather than keeping the fields live across the K loop
@@ -870,8 +856,8 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
             ptx::tma_load_2d(s_sfa + st * T::kSmemSfa + w * gemm_sfa_wave_floats(T::kBlockM) * 4u, &tma_sfa, full,
                              int((t.m0 + w * 128u) & ~3u), int(kb));
         };
-        u32 kb = T::kSplitK > 1 || Scheduler::kStreamK ? t.kb_begin : 0u;
-        const u32 kb_end = T::kSplitK > 1 || Scheduler::kStreamK ? t.kb_end : p.num_kb;
+        u32 kb = T::kSplitK > 1 ? t.kb_begin : 0u;
+        const u32 kb_end = T::kSplitK > 1 ? t.kb_end : p.num_kb;
         if (!waited) {
           // First tile, every stage still free: B of the first stages, the wait, then their A.
           const u32 pre = kb_end - kb < u32(kStages) ? kb_end - kb : u32(kStages);
@@ -911,8 +897,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   } else {
     // ------------------------------------------------------------------ math warpgroups
     ptx::setmaxnreg_inc<T::kMathRegs>();
-    fp8_gemm_math<T, Epilogue, kGatherA, Scheduler::kStreamK>(p, s_d, s_a, s_b, s_full, s_empty, sfa_smem, tma_d,
-                                                              tiles, split);
+    fp8_gemm_math<T, Epilogue, kGatherA>(p, s_d, s_a, s_b, s_full, s_empty, sfa_smem, tma_d, tiles, split);
   }
   // No CTA may leave while a peer can still multicast into it, arrive on its barriers or read its
   // split-K partials.
@@ -952,18 +937,6 @@ __device__ __forceinline__ void fp8_gemm_masked(const ptx::TmaDescriptor& tma_a,
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
   fp8_gemm_mainloop<T, MaskedScheduler<kBlockM, kBlockN, kCluster>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d,
                                                                                         p);
-}
-
-/// The masked grouped GEMM with stream-K (GemmStreamKPlan): single CTAs; the partial sums of tiles
-/// cut between CTAs go through GemmParams::sk_flags / sk_partials (StreamKFixup).
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
-__device__ __forceinline__ void fp8_gemm_masked_sk(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
-                                                   const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
-                                                   const GemmParams& p) {
-  static_assert(kCluster == 1, "stream-K runs single CTAs");
-  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, 1>;
-  fp8_gemm_mainloop<T, MaskedScheduler<kBlockM, kBlockN, 1, true>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d,
-                                                                                     p);
 }
 
 }  // namespace moekit::sm90

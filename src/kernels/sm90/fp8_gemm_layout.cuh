@@ -130,88 +130,6 @@ constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages, int split_k = 1) 
   return gemm_smem_bytes_with(gemm_smem_d_bytes(bm, bn), bm, bn, stages, split_k);
 }
 
-/// Stream-K (GemmParams::sk_partials): how a launch of `ctas` persistent CTAs (one per SM, all
-/// resident at once) shares `tiles` output tiles of `num_kb` K blocks each when the tiles do not
-/// fill whole waves. The first dp_tiles tiles run whole (CTA c takes c, c + ctas, ...); the K
-/// blocks of the other sk_tiles tiles ("units", tile-major, K fastest) are cut into `ctas` even,
-/// contiguous ranges, CTA c taking units [range_begin(c), range_begin(c + 1)). A tile cut between
-/// CTAs is finished by the CTA holding its K block 0 (its "head"), always that CTA's last piece,
-/// which adds the FP32 partial sums of the later pieces: each is the first piece of one of the
-/// next CTAs, written to that CTA's workspace slot before a flag (so a CTA writes at most one
-/// partial per launch, and only heads wait — on pieces that never wait: no cycle).
-struct GemmStreamKPlan {
-  unsigned long long dp_tiles = 0, sk_tiles = 0, num_kb = 1, ctas = 1;
-  constexpr unsigned long long units() const { return sk_tiles * num_kb; }
-  constexpr unsigned long long range_begin(unsigned long long c) const { return c * units() / ctas; }
-  /// The CTA whose range holds unit x (x < units()).
-  constexpr unsigned long long cta_of(unsigned long long x) const { return ((x + 1) * ctas - 1) / units(); }
-};
-
-/// At least this many K blocks per CTA, or stream-K is not used (every tile runs whole).
-inline constexpr unsigned long long kGemmStreamKMinUnits = 4;
-
-/// The plan for `tiles` tiles: whole waves stay data-parallel except the last full one, which joins
-/// the partial wave in the stream-K part (so each CTA's range spans more than one tile's worth
-/// where possible); no stream-K when the tiles fill whole waves or the ranges would be too short.
-constexpr GemmStreamKPlan gemm_stream_k_plan(unsigned long long tiles, unsigned long long num_kb,
-                                             unsigned long long ctas) {
-  GemmStreamKPlan plan;
-  plan.num_kb = num_kb;
-  plan.ctas = ctas;
-  plan.dp_tiles = tiles;
-  if (ctas == 0 || tiles % ctas == 0) return plan;
-  const unsigned long long full = tiles / ctas;
-  const unsigned long long dp = full >= 1 ? (full - 1) * ctas : 0;
-  if ((tiles - dp) * num_kb < ctas * kGemmStreamKMinUnits) return plan;
-  plan.dp_tiles = dp;
-  plan.sk_tiles = tiles - dp;
-  return plan;
-}
-
-/// What a stream-K piece of a tile does after its K loop (Tile::sk, bits 0-1; bits 2+ hold a
-/// head's number of later pieces).
-inline constexpr unsigned kGemmSkWhole = 0;    ///< the whole K range: stores the tile as usual
-inline constexpr unsigned kGemmSkHead = 1;     ///< K block 0 on: adds the later pieces, then stores
-inline constexpr unsigned kGemmSkPartial = 2;  ///< a later piece: writes its FP32 sums to its slot
-
-/// A CTA's stream-K piece starting at unit `pos` (range_begin(c) <= pos < range_begin(c + 1)):
-/// the sk tile (0-based within the stream-K part), its K blocks [kb_begin, kb_end), its role and,
-/// for a head, how many later pieces (CTAs c + 1, c + 2, ...) it must add. Returns the unit after it.
-struct GemmStreamKPiece {
-  unsigned long long tile = 0, next = 0;
-  unsigned kb_begin = 0, kb_end = 0, role = kGemmSkWhole, peers = 0;
-};
-constexpr GemmStreamKPiece gemm_stream_k_piece(const GemmStreamKPlan& plan, unsigned long long c,
-                                               unsigned long long pos) {
-  GemmStreamKPiece piece;
-  const unsigned long long end = plan.range_begin(c + 1);
-  piece.tile = pos / plan.num_kb;
-  const unsigned long long tile_begin = piece.tile * plan.num_kb, tile_end = tile_begin + plan.num_kb;
-  piece.kb_begin = unsigned(pos - tile_begin);
-  const unsigned long long stop = end < tile_end ? end : tile_end;
-  piece.kb_end = unsigned(stop - tile_begin);
-  piece.next = stop;
-  if (piece.kb_begin == 0 && piece.kb_end == plan.num_kb) {
-    piece.role = kGemmSkWhole;
-  } else if (piece.kb_begin == 0) {
-    piece.role = kGemmSkHead;
-    piece.peers = unsigned(plan.cta_of(tile_end - 1) - c);
-  } else {
-    piece.role = kGemmSkPartial;
-  }
-  return piece;
-}
-
-/// Stream-K workspace: a 256-byte block of flags (one 32-bit word per CTA, rounded up), then one
-/// FP32 partial tile (BLOCK_M x BLOCK_N x 4 bytes) per CTA.
-constexpr unsigned long long gemm_stream_k_flags_bytes(int ctas) {
-  return (static_cast<unsigned long long>(ctas) * 4ull + 255ull) / 256ull * 256ull;
-}
-constexpr unsigned long long gemm_stream_k_workspace_bytes(int bm, int bn, int ctas) {
-  return gemm_stream_k_flags_bytes(ctas) +
-         static_cast<unsigned long long>(ctas) * static_cast<unsigned long long>(bm) * static_cast<unsigned long long>(bn) * 4ull;
-}
-
 /// Run-time shape parameters shared by the GEMM kernels (passed by value; same layout on host
 /// and device).
 struct GemmParams {
@@ -298,11 +216,6 @@ struct GemmParams {
   unsigned a_gather_ld;
   const float* sa_gather;         ///< its scales, physical A-scale layout: [kb * sa_gather_ld + token]
   unsigned sa_gather_ld;
-  // Stream-K (the masked GEMM's stream-K body; GemmStreamKPlan): per CTA a flag word that is 0
-  // when the kernel starts and when it ends (a head resets the flags it consumed), and an FP32
-  // partial-tile slot (gemm_stream_k_workspace_bytes: the flags' 256-byte block, then the slots).
-  unsigned* sk_flags;
-  float* sk_partials;
 };
 
 inline constexpr unsigned kGemmTraceTiles = 12;

@@ -20,15 +20,11 @@ struct Tile {
   u32 b_row0;      ///< first row of B in the (stacked) B tensor
   u32 sb_offset;   ///< offset of this group's B scales in GemmParams::sb
   u32 valid_rows;  ///< rows of the tile that belong to its group (< BLOCK_M: the rest must not be written)
-  /// Split-K (Fp8GemmTraits::kSplitK > 1) and stream-K only: this CTA's K blocks [kb_begin, kb_end)
-  /// of the tile.
+  /// Split-K (Fp8GemmTraits::kSplitK > 1) only: this CTA's K blocks [kb_begin, kb_end) of the tile.
   u32 kb_begin = 0, kb_end = 0;
   /// B-multicast pairs (clusters along M) only: 1 = this CTA loads the tile's whole B itself and
   /// multicasts nothing; its peer runs another tile of the same rows (GemmParams::pair_tail_split).
   u32 solo = 0;
-  /// Stream-K only: what the piece does after its K loop (kGemmSkWhole / kGemmSkHead /
-  /// kGemmSkPartial, bits 0-1) and, for a head, the number of later pieces it adds (bits 2+).
-  u32 sk = 0;
 };
 
 /// Identity of a math thread inside the CTA.
@@ -106,7 +102,6 @@ __device__ __forceinline__ int tile_part_rows(u32 part, int valid, u32& row_offs
 template <int kBlockM, int kBlockN, int kCluster = 1, int kSplitK = 1>
 struct DenseScheduler {
   static_assert(kSplitK == 1 || kCluster == 1, "split-K clusters do not multicast");
-  static constexpr bool kStreamK = false;
   static constexpr u32 kClusterSize = u32(kCluster * kSplitK);
   static constexpr bool kPairN = gemm_cluster_shares_a(kBlockM, kCluster);
   static constexpr u32 kUnitM = kPairN || kSplitK > 1 ? 1u : u32(kCluster);  // tiles per unit along M
@@ -253,7 +248,6 @@ struct PairClaims {
 /// units are taken by one atomic per unit.
 template <int kBlockM, int kBlockN, int kCluster = 1>
 struct ContiguousScheduler {
-  static constexpr bool kStreamK = false;
   static constexpr bool kWide = kBlockM > 128;  // 256-row tiles
   static constexpr bool kPairN = gemm_cluster_shares_a(kBlockM, kCluster);
   static constexpr u32 kUnitRows = kWide ? u32(kBlockM) : u32(kBlockM * kCluster);
@@ -463,21 +457,12 @@ struct ContiguousScheduler {
 /// 256-row tiles in clusters of two pair along N (gemm_cluster_shares_a): a unit is two adjacent N
 /// blocks of the same rows, CTA rank r taking the r-th (past N: a ghost tile that only loads its
 /// share of A); both ranks read the same count, so they skip the same units.
-/// kStreamK (single CTAs, GemmParams::sk_flags / sk_partials): the scheduler warp first counts the
-/// valid tiles (every count read once), then hands out the valid tiles in the same order by
-/// GemmStreamKPlan — whole tiles first, then this CTA's range of K blocks as pieces (Tile::sk); no
-/// tail halves. Every CTA computes the same plan from the same counts.
-template <int kBlockM, int kBlockN, int kCluster = 1, bool kStreamK_ = false>
+template <int kBlockM, int kBlockN, int kCluster = 1>
 struct MaskedScheduler {
   static_assert(kCluster == 1 || gemm_cluster_shares_a(kBlockM, kCluster), "masked pairs share A (256-row tiles)");
-  static_assert(!kStreamK_ || kCluster == 1, "stream-K runs single CTAs");
-  static constexpr bool kStreamK = kStreamK_;
   const GemmParams& p;
   u32 m_tiles_per_group, num_n_units, num_tiles, rank, stride, next_index;
   TailHalves tail;
-  // kStreamK:
-  GemmStreamKPlan plan;
-  unsigned long long sk_pos = 0, sk_end = 0;
 
   __device__ __forceinline__ static void init_shared(u32) {}
 
@@ -489,84 +474,9 @@ struct MaskedScheduler {
         rank(blockIdx.x % kCluster),
         stride(gridDim.x / kCluster),
         next_index(blockIdx.x / kCluster),
-        tail(num_tiles, stride, !kStreamK && kBlockM >= 128 && params.tail_halves != 0) {
-    if constexpr (kStreamK) {
-      unsigned long long valid = 0;
-      for (u32 g = ptx::lane_id(); g < p.num_groups; g += 32) valid += m_tiles_of(g);
-      valid = __reduce_add_sync(0xffffffffu, u32(valid));  // < 2^32 m tiles (host-checked rows < 2^31)
-      plan = gemm_stream_k_plan(valid * num_n_units, p.num_kb, stride);
-      sk_pos = plan.range_begin(blockIdx.x);
-      sk_end = plan.range_begin(blockIdx.x + 1);
-    }
-  }
-
-  /// Valid rows of group g (its count clamped to [0, max_m]).
-  __device__ __forceinline__ int rows_of(u32 g) const {
-    const int count = ptx::ld_chain(p.group_counts + g);
-    return count < 0 ? 0 : (count > int(p.group_max_m) ? int(p.group_max_m) : count);
-  }
-  __device__ __forceinline__ u32 m_tiles_of(u32 g) const { return (u32(rows_of(g)) + kBlockM - 1) / kBlockM; }
-
-  /// kStreamK: valid tile i (groups in order, each as n blocks x its valid m tiles, the m tile
-  /// fastest) as a whole tile; the scheduler warp searches the groups 32 at a time (a scan of
-  /// their tile counts).
-  __device__ __forceinline__ void valid_tile(unsigned long long i, Tile& t) const {
-    const u32 lane = ptx::lane_id();
-    unsigned long long base = 0;
-    for (u32 g0 = 0; g0 < p.num_groups; g0 += 32) {
-      const u32 g = g0 + lane;
-      const u32 mt = g < p.num_groups ? m_tiles_of(g) : 0u;
-      const unsigned long long own = (unsigned long long)mt * num_n_units;
-      unsigned long long incl = own;
-#pragma unroll
-      for (u32 d = 1; d < 32; d *= 2) {
-        const unsigned long long y = __shfl_up_sync(0xffffffffu, incl, d);
-        if (lane >= d) incl += y;
-      }
-      const unsigned long long total = __shfl_sync(0xffffffffu, incl, 31);
-      if (i < base + total) {
-        const u32 hit = __ffs(__ballot_sync(0xffffffffu, i < base + incl)) - 1;
-        const unsigned long long first = base + __shfl_sync(0xffffffffu, incl - own, hit);
-        const u32 m_tiles = __shfl_sync(0xffffffffu, mt, hit);
-        const u32 group = g0 + hit;
-        const u32 r = u32(i - first);
-        const u32 m_tile = r % m_tiles;
-        const int valid = rows_of(group) - int(m_tile * kBlockM);
-        t.m0 = group * p.group_max_m + m_tile * kBlockM;
-        t.n0 = (r / m_tiles) * kBlockN;
-        t.valid_rows = valid < kBlockM ? u32(valid) : u32(kBlockM);
-        t.kb_begin = 0;
-        t.kb_end = p.num_kb;
-        t.sk = kGemmSkWhole;
-        set_group(t, p, group);
-        return;
-      }
-      base += total;
-    }
-  }
-
-  __device__ __forceinline__ bool next_stream_k(Tile& t) {
-    if (next_index < plan.dp_tiles) {
-      valid_tile(next_index, t);
-      next_index += stride;
-      return true;
-    }
-    if (sk_pos >= sk_end) return false;
-    const GemmStreamKPiece piece = gemm_stream_k_piece(plan, blockIdx.x, sk_pos);
-    sk_pos = piece.next;
-    valid_tile(plan.dp_tiles + piece.tile, t);
-    t.kb_begin = piece.kb_begin;
-    t.kb_end = piece.kb_end;
-    t.sk = piece.role | (piece.peers << 2);
-    return true;
-  }
+        tail(num_tiles, stride, kBlockM >= 128 && params.tail_halves != 0) {}
 
   __device__ __forceinline__ bool next(Tile& t) {
-    if constexpr (kStreamK) return next_stream_k(t);
-    else return next_static(t);
-  }
-
-  __device__ __forceinline__ bool next_static(Tile& t) {
     while (next_index < tail.units) {
       u32 part = 0;
       const u32 idx = tail.tile_of(next_index, part);

@@ -1,6 +1,4 @@
-// K-split reductions of the sm90 GEMM family.
-//
-// SplitKReduce — split-K over a cluster: the kSplitK CTAs of a thread-block cluster compute
+// Split-K reduction of the sm90 GEMM family: the kSplitK CTAs of a thread-block cluster compute
 // one tile over disjoint K ranges (DenseScheduler), and the CTA of rank 0 adds the others' FP32
 // partial sums, read from their shared memory through DSMEM, before its epilogue stores the tile.
 // No global workspace and no counters: the whole exchange lives in the cluster, so a launch needs
@@ -70,62 +68,6 @@ struct SplitKReduce {
     }
     phase ^= 1u;
     return true;
-  }
-};
-
-/// Stream-K (fp8_gemm_layout.cuh GemmStreamKPlan; the masked GEMM's stream-K body): a tile cut
-/// between CTAs. A later piece writes its FP32 sums to its CTA's slot of GemmParams::sk_partials
-/// (float4 j of math thread t at (j * kMathThreads + t) * 4 floats: coalesced) and sets the CTA's
-/// flag: every math thread stores, the math threads meet at a named barrier, then one thread
-/// stores the flag with release semantics at GPU scope (the barrier orders the others' stores
-/// before it). The head — the piece with K block 0, its CTA's last piece — waits (one thread,
-/// acquire) for the flags of the next `peers` CTAs in order, resets them to 0 for the next launch,
-/// meets the other math threads at the barrier, and adds their slots in CTA order through L2
-/// (ld.global.cg), so the sum is the same run to run. All CTAs of the launch are resident at once
-/// (one per SM, the grid at most the SM count), and a later piece never waits, so the waits end.
-template <class T, int kOut>
-struct StreamKFixup {
-  static constexpr u32 kSlotFloats = u32(kOut) * u32(T::kMathThreads);
-  static_assert(kOut % 4 == 0, "float4 columns");
-  static_assert(u32(T::kBlockM) * u32(T::kBlockN) == kSlotFloats, "a slot holds the FP32 tile");
-  static constexpr u32 kBar = 1;  // the math threads' barrier (the epilogues' too)
-  unsigned* flags;
-  float* partials;
-
-  __device__ __forceinline__ void store(const float (&out)[kOut], u32 tid) const {
-    float* slot = partials + ptx::u64(blockIdx.x) * kSlotFloats + tid * 4u;
-#pragma unroll
-    for (u32 j = 0; j < u32(kOut) / 4; ++j)
-      ptx::st_global_v4_f32(slot + j * (4u * u32(T::kMathThreads)), out[4 * j], out[4 * j + 1], out[4 * j + 2],
-                            out[4 * j + 3]);
-    __threadfence();  // (the barrier and the release below order these already; once per piece)
-    ptx::named_barrier_sync(kBar, T::kMathThreads);
-    if (tid == 0) ptx::st_release_gpu_u32(flags + blockIdx.x, 1u);
-  }
-
-  __device__ __forceinline__ void add_later_pieces(float (&out)[kOut], u32 tid, u32 peers) const {
-    if (tid == 0) {
-      for (u32 r = 1; r <= peers; ++r) {
-        unsigned* flag = flags + blockIdx.x + r;
-        while (ptx::ld_acquire_gpu_u32(flag) == 0u) {
-        }
-        ptx::st_relaxed_gpu_u32(flag, 0u);
-      }
-    }
-    ptx::named_barrier_sync(kBar, T::kMathThreads);
-#pragma unroll 1
-    for (u32 r = 1; r <= peers; ++r) {
-      const float* slot = partials + ptx::u64(blockIdx.x + r) * kSlotFloats + tid * 4u;
-#pragma unroll
-      for (u32 j = 0; j < u32(kOut) / 4; ++j) {
-        float v[4];
-        ptx::ld_global_cg_v4_f32(slot + j * (4u * u32(T::kMathThreads)), v);
-        out[4 * j] += v[0];
-        out[4 * j + 1] += v[1];
-        out[4 * j + 2] += v[2];
-        out[4 * j + 3] += v[3];
-      }
-    }
   }
 };
 
