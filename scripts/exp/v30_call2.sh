@@ -1,3 +1,4 @@
+# (v31: stream-K was measured slower and removed in the commit after 08e7c2b; this script needs 08e7c2b.)
 # v30 device call 2 (written in a session without a device; not yet run): stream-K for the masked
 # grouped GEMM (GemmConfig::stream_k, a workspace). First its correctness (new GroupedGemmStreamK.*
 # tests, the other grouped tests as a regression, memcheck and racecheck of the stream-K tests), then
