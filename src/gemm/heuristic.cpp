@@ -44,13 +44,11 @@ constexpr int kBlockNs[] = {16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112
 
 namespace {
 // Most stages (≤ kMaxStages, 0 if not even 2) that fit next to a staging buffer of `epilogue_smem`
-// bytes (~0u: the bf16 epilogue's, gemm_bf16_staging_bytes) with split-K over `split_k` CTAs.
+// bytes (~0u: the bf16 D tile) with split-K over `split_k` CTAs.
 int stages_that_fit(unsigned epilogue_smem, int bm, int bn, int split_k, const GemmDeviceLimits& lim) {
-  for (int s = kMaxStages; s >= 2; --s) {
-    const unsigned need = epilogue_smem == ~0u ? sm90::gemm_smem_bytes(bm, bn, s, split_k)
-                                               : sm90::gemm_smem_bytes_with(epilogue_smem, bm, bn, s, split_k);
-    if (need <= lim.smem_bytes) return s;
-  }
+  const unsigned epi = epilogue_smem == ~0u ? sm90::gemm_smem_d_bytes(bm, bn) : epilogue_smem;
+  for (int s = kMaxStages; s >= 2; --s)
+    if (sm90::gemm_smem_bytes_with(epi, bm, bn, s, split_k) <= lim.smem_bytes) return s;
   return 0;
 }
 }  // namespace

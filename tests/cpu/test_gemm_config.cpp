@@ -141,22 +141,6 @@ TEST(GemmConfig, StagesRespectSharedMemory) {
       }
 }
 
-// Where the whole bf16 D tile leaves no room for another stage, the epilogue stages one column atom
-// (gemm_bf16_staging_bytes): 128 x 128 tiles get a 6th stage, 256 x 128 and unswizzled tiles do not.
-TEST(GemmConfig, OneAtomStagingBuysAStage) {
-  namespace sm90 = moekit::sm90;
-  GemmDeviceLimits lim;
-  EXPECT_EQ(sm90::gemm_bf16_staging_bytes(128, 128, 5), 128u * 128u * 2u);
-  EXPECT_EQ(sm90::gemm_bf16_staging_bytes(128, 128, 6), 128u * 64u * 2u);
-  EXPECT_GT(sm90::gemm_smem_bytes_with(128u * 128u * 2u, 128, 128, 6), lim.smem_bytes);
-  EXPECT_LE(sm90::gemm_smem_bytes(128, 128, 6), lim.smem_bytes);
-  EXPECT_EQ(moekit::detail::gemm_max_stages(128, 128, lim), 6);
-  EXPECT_EQ(moekit::detail::gemm_max_stages(256, 128, lim), 3);
-  EXPECT_EQ(sm90::gemm_bf16_staging_bytes(256, 128, 4), 256u * 64u * 2u);  // still too large: 3 stages
-  EXPECT_EQ(sm90::gemm_bf16_staging_bytes(128, 200, 9), 128u * 200u * 2u);  // unswizzled rows: one atom is the tile
-  EXPECT_EQ(sm90::gemm_bf16_staging_bytes(128, 128, 6, 2), 128u * 64u * 2u);  // split-K partials are sized apart
-}
-
 TEST(GemmConfig, RejectsBadForcedConfigs) {
   GemmDeviceLimits lim;
   GemmConfig c{128, 128, 4, 8, 132};

@@ -14,7 +14,7 @@ struct Bf16TmaEpilogue {
   static constexpr int kBlockN = T::kBlockN;
   static constexpr u32 kMathThreads = T::kMathThreads;
   static_assert(T::kWgN == 1, "the bf16 epilogue stores tiles of warpgroups stacked along M");
-  static constexpr u32 kSmemBytes = gemm_bf16_staging_bytes(kBlockM, kBlockN, T::kStages, T::kSplitK);
+  static constexpr u32 kSmemBytes = gemm_smem_d_bytes(kBlockM, kBlockN);
   static constexpr u32 kSwizzle = gemm_d_swizzle_bytes(kBlockN);  // 0: unswizzled rows
   static constexpr u32 kAtomCols = gemm_d_box_cols(kBlockN);       // bf16 columns per atom
   static constexpr u32 kRowBytes = kAtomCols * 2;                  // bytes per atom row
@@ -22,10 +22,6 @@ struct Bf16TmaEpilogue {
   static constexpr u32 kAtoms = kBlockN / kAtomCols;
   static constexpr u32 kAtomBytes = kBlockM * kRowBytes;
   static_assert(kBlockN % kAtomCols == 0, "BLOCK_N must be a whole number of swizzle atoms");
-  /// Atoms staged at once: all, or one where the whole tile does not fit beside the stages
-  /// (gemm_bf16_staging_bytes); the tile then goes out in kAtoms / kRoundAtoms rounds.
-  static constexpr u32 kRoundAtoms = kSmemBytes >= kAtoms * kAtomBytes ? kAtoms : 1u;
-  static_assert(kRoundAtoms == kAtoms || kSmemBytes == kAtomBytes, "the staging buffer holds one atom or the tile");
 
   /// Shared-memory offset of 16-byte chunk `chunk` (8 columns) of tile row `row`, in the layout
   /// the TMA store expects: column atoms of kSwizzle-byte rows, 16-byte units XOR-swizzled.
@@ -51,51 +47,46 @@ struct Bf16TmaEpilogue {
     diag_sink(acc, static_cast<float*>(p.d));
     return;
 #endif
-    constexpr u32 kRounds = kAtoms / kRoundAtoms;
-    constexpr u32 kRoundChunks = kRoundAtoms * kChunksPerRow;  // 16-byte chunks per row and round
-    const bool whole = t.valid_rows >= u32(kBlockM);
+    const u32 n = p.n;
+    // The previous tile's TMA store must have finished reading the staging buffer.
+    if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait_read<0>();
+    ptx::named_barrier_sync(1, kMathThreads);
+
 #pragma unroll
-    for (u32 round = 0; round < kRounds; ++round) {
-      // The previous store (the previous tile's, or this tile's previous round) must have finished
-      // reading the staging buffer; a row-by-row copy of a partial tile finished at its barrier.
-      if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait_read<0>();
-      ptx::named_barrier_sync(1, kMathThreads);
+    for (u32 w = 0; w < u32(T::kWaves); ++w) {
+      const u32 row = w * 128 + th.warpgroup * 64 + th.warp * 16 + (th.lane % 16);
+      const float* a = acc + w * (kBlockN / 2);
 #pragma unroll
-      for (u32 w = 0; w < u32(T::kWaves); ++w) {
-        const u32 row = w * 128 + th.warpgroup * 64 + th.warp * 16 + (th.lane % 16);
-        const float* a = acc + w * (kBlockN / 2);
-#pragma unroll
-        for (u32 j = 0; j < kRoundChunks; ++j) {
-          const u32 i = round * kRoundChunks + j;  // the chunk's 8 columns within the tile
-          ptx::stmatrix_x2(smem_d + staging_offset(row, j), ptx::pack_bf16x2(a[4 * i + 0], a[4 * i + 1]),
-                           ptx::pack_bf16x2(a[4 * i + 2], a[4 * i + 3]));
-        }
+      for (u32 i = 0; i < kBlockN / 8; ++i) {
+        ptx::stmatrix_x2(smem_d + staging_offset(row, i), ptx::pack_bf16x2(a[4 * i + 0], a[4 * i + 1]),
+                         ptx::pack_bf16x2(a[4 * i + 2], a[4 * i + 3]));
       }
-      ptx::fence_proxy_async_smem();
-      ptx::named_barrier_sync(1, kMathThreads);
-      const u32 n0 = t.n0 + round * kRoundAtoms * kAtomCols;  // first column of this round
-      if (!whole) {
-        const u32 tid = th.warpgroup * 128 + th.warp * 32 + th.lane;
-        for (u32 i = tid; i < t.valid_rows * kRoundChunks; i += kMathThreads) {
-          const u32 r = i / kRoundChunks, c = i % kRoundChunks;
-          const u32 col = n0 + c * 8;
-          if (col >= p.n) continue;
-          u32 v[4];
-          ptx::ld_shared_v4(smem_d + staging_offset(r, c), v);
-          ptx::st_global_v4(static_cast<ptx::u16*>(p.d) + (static_cast<ptx::u64>(t.m0 + r) * p.ldd + col), v);
-        }
-        // The loop above diverges; the next barrier and the next tile's wgmma (.sync.aligned) need
-        // a converged warp.
-        __syncwarp();
-        continue;
+    }
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(1, kMathThreads);
+
+    if (t.valid_rows < u32(kBlockM)) {
+      constexpr u32 kChunks = kBlockN / 8;
+      const u32 tid = th.warpgroup * 128 + th.warp * 32 + th.lane;
+      for (u32 i = tid; i < t.valid_rows * kChunks; i += kMathThreads) {
+        const u32 r = i / kChunks, c = i % kChunks;
+        const u32 col = t.n0 + c * 8;
+        if (col >= n) continue;
+        u32 v[4];
+        ptx::ld_shared_v4(smem_d + staging_offset(r, c), v);
+        ptx::st_global_v4(static_cast<ptx::u16*>(p.d) + (static_cast<ptx::u64>(t.m0 + r) * p.ldd + col), v);
       }
-      if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) {
+      // The loop above diverges; the next tile's wgmma (.sync.aligned) needs a converged warp.
+      __syncwarp();
+      return;
+    }
+    if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) {
 #pragma unroll
-        for (u32 a = 0; a < kRoundAtoms; ++a) {
-          if (n0 + a * kAtomCols < p.n) ptx::tma_store_2d(&tma_d, smem_d + a * kAtomBytes, int(n0 + a * kAtomCols), int(t.m0));
-        }
-        ptx::tma_store_commit();
+      for (u32 a = 0; a < kAtoms; ++a) {
+        if (t.n0 + a * kAtomCols < n)
+          ptx::tma_store_2d(&tma_d, smem_d + a * kAtomBytes, int(t.n0 + a * kAtomCols), int(t.m0));
       }
+      ptx::tma_store_commit();
     }
   }
 

@@ -125,21 +125,9 @@ constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn,
          unsigned(stages) * gemm_stage_bytes(bm, bn) + unsigned(stages) * 16u + gemm_tile_pipe_bytes() +
          (split_k > 1 ? 16u : 0u);
 }
-/// Opt-in dynamic shared memory per block on sm_90 (227 KiB).
-inline constexpr unsigned kGemmSmemLimit = 232448;
-/// Bytes of the bf16 epilogue's D staging buffer: the whole tile, or one column atom (BLOCK_M rows of
-/// gemm_d_box_cols columns) where the whole tile would leave no room for `stages` stages; the
-/// epilogue then stages and stores the tile atom by atom (Bf16TmaEpilogue). This is what lets
-/// 128 x 128 tiles run 6 stages: on the masked rows 3 → 4 → 5 stages took 81.7 → 57.0 → 51.6 µs
-/// (1 x 1024 (4096, 7168), H100, perf-notes v31).
-constexpr unsigned gemm_bf16_staging_bytes(int bm, int bn, int stages, int split_k = 1) {
-  const unsigned full = gemm_smem_d_bytes(bm, bn);
-  const unsigned atom = unsigned(bm) * gemm_d_box_cols(bn) * 2u;
-  return gemm_smem_bytes_with(full, bm, bn, stages, split_k) <= kGemmSmemLimit ? full : atom;
-}
 /// Total dynamic shared memory of a configuration with the bf16 epilogue (independent of the shape).
 constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages, int split_k = 1) {
-  return gemm_smem_bytes_with(gemm_bf16_staging_bytes(bm, bn, stages, split_k), bm, bn, stages, split_k);
+  return gemm_smem_bytes_with(gemm_smem_d_bytes(bm, bn), bm, bn, stages, split_k);
 }
 
 /// Run-time shape parameters shared by the GEMM kernels (passed by value; same layout on host
