@@ -76,6 +76,8 @@ GemmDeviceLimits device_limits() {
   for (int c = 1; c <= 8; ++c) lim.cluster_slots[c] = d.max_clusters[c];
   static const bool wide = env_switch_on("MOEKIT_WIDE_TILES");
   lim.wide_tiles = wide;
+  static const bool direct = env_switch_on("MOEKIT_DIRECT_STORE");
+  lim.direct_store = direct;
   return lim;
 }
 
@@ -108,6 +110,9 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
                                    const Fp8GemmFamily& family) {
   const bool finer = family.promote_k != 128;
   const bool split = c.split_k > 1;  // dense body only (launch_fp8_gemm checks)
+  // The bf16 bodies' last template argument (kDirectStore); the dense body's split-K count precedes it.
+  const bool direct = c.direct_store;  // bf16 bodies only (launch_fp8_gemm checks)
+  const bool split_arg = split || (direct && std::strcmp(body, "fp8_gemm_dense") == 0);
   // Diagnostic knob (not API), for A/B runs of compile-time switches in the kernel headers:
   // MOEKIT_JIT_DEFINES="NAME=VALUE[,| ]..." prepends a #define per item to every GEMM kernel's
   // source (e.g. MOEKIT_WG_ORDER=0); the entry name gets a hash of the list, so the in-process
@@ -134,7 +139,7 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
   }();
   *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast,
                   finer ? concat("p", family.promote_k) : std::string(), split ? concat("k", c.split_k) : std::string(),
-                  defines.second);
+                  direct ? "r" : "", defines.second);
   return concat(defines.first, "#include \"", family.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
                 sm90::gemm_num_threads(c.block_m, family.wg_n), ", 1)\n", *entry,
                 "(const __grid_constant__ moekit::ptx::TmaDescriptor tma_a,\n"
@@ -144,13 +149,14 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::s
                 " const moekit::sm90::GemmParams params) {\n"
                 "  moekit::sm90::",
                 body, "<", c.block_m, ", ", c.block_n, ", ", c.stages, ", ", c.multicast,
-                finer ? concat(", ", family.promote_k) : std::string(), split ? concat(", ", c.split_k) : std::string(),
+                finer ? concat(", ", family.promote_k) : std::string(),
+                split_arg ? concat(", ", c.split_k) : std::string(), direct ? ", true" : "",
                 ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
 }
 
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family) {
   return family.epilogue_smem == ~0u
-             ? sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages, c.split_k)
+             ? sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages, c.split_k, c.direct_store)
              : sm90::gemm_smem_bytes_with(family.epilogue_smem, c.block_m, c.block_n, c.stages, c.split_k);
 }
 
@@ -225,6 +231,8 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   const uint64_t num_kb = static_cast<uint64_t>(ceil_div(op.k, kQuantBlock));
   MOEKIT_REQUIRE(c.split_k == 1 || (std::strcmp(body, "fp8_gemm_dense") == 0 && family.promote_k == 128),
                  ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), ": split-K runs only the dense GEMM");
+  MOEKIT_REQUIRE(!c.direct_store || family.epilogue_smem == ~0u, ErrorCode::kInvalidArgument, "moekit: configuration ",
+                 c.str(), ": direct stores (r) apply only to the bf16 GEMMs, not to ", body);
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
   // 256-row tiles load A in two 128-row boxes, so a tile with one wave of valid rows loads one.
   const unsigned a_box =
@@ -335,7 +343,7 @@ unsigned tail_halves_setting() {
 
 std::string GemmConfig::str() const {
   return detail::concat("m", block_m, "n", block_n, "s", stages, "g", raster_group, "x", num_sms, "c", multicast,
-                        split_k != 1 ? detail::concat("k", split_k) : std::string());
+                        split_k != 1 ? detail::concat("k", split_k) : std::string(), direct_store ? "r" : "");
 }
 
 GemmConfig GemmConfig::parse(const std::string& text) {
@@ -344,9 +352,9 @@ GemmConfig GemmConfig::parse(const std::string& text) {
   const int got = std::sscanf(text.c_str(), "m%dn%ds%dg%dx%d%n", &c.block_m, &c.block_n, &c.stages, &c.raster_group,
                               &c.num_sms, &used);
   MOEKIT_REQUIRE(got == 5, ErrorCode::kInvalidArgument, "moekit::GemmConfig::parse: '", text,
-                 "' is not of the form m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>]");
+                 "' is not of the form m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>][k<split_k>][r]");
   std::string rest = text.substr(static_cast<size_t>(used));
-  // Optional suffixes, in this order: c<multicast>, k<split_k>.
+  // Optional suffixes, in this order: c<multicast>, k<split_k>, r (direct_store).
   auto suffix = [&](char tag, int& value) {
     if (rest.empty() || rest[0] != tag) return;
     int consumed = 0;
@@ -357,6 +365,10 @@ GemmConfig GemmConfig::parse(const std::string& text) {
   };
   suffix('c', c.multicast);
   suffix('k', c.split_k);
+  if (rest == "r") {
+    c.direct_store = true;
+    rest.clear();
+  }
   MOEKIT_REQUIRE(rest.empty(), ErrorCode::kInvalidArgument, "moekit::GemmConfig::parse: trailing '", rest, "' in '",
                  text, "'");
   return c;

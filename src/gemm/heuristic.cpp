@@ -36,6 +36,14 @@ constexpr double kPairSpeedup = 0.985;
 // Groups of 512-1023 rows take 256-row tiles only in launches of at least this many waves.
 constexpr int64_t kWideMinWaves = 8;
 constexpr double kPairFixed = 1.5e-6;
+// Launches of at most this many waves of tiles (128- and 256-row tiles, no split-K) store D
+// straight from registers (GemmConfig::direct_store) and take the stage its staging tile frees.
+// Measured on the H100 (perf-notes v32), kernel-only: DeepGEMM's six masked rows (1-2 waves) 2-10%
+// faster with m256n128s4r than with the TMA-store picks (masked 1 x 1024 (4096, 7168) 51.8 -> 49.0 us:
+// the 4th stage removes the CTAs whose K loop ran 6-9 us late), but longer launches slower (the
+// direct epilogue issues in ~1.7 us against ~0.9, on every tile's critical path: contiguous 4 x 8192
+// (7168, 2048) 758 -> 795 us, dense 4096x7168x2048 105-108 -> 107-121 us).
+constexpr int64_t kDirectMaxWaves = 2;
 constexpr int kMaxModelSplit = 4;                // clusters of up to 4 CTAs (of 8, fewer are co-resident)
 
 constexpr int kBlockNs[] = {16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 192};
@@ -68,7 +76,7 @@ std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim
     return concat("split_k=", c.split_k, " is not in [1, ", sm90::kGemmMaxSplitK, "]");
   if (c.split_k > 1 && c.multicast != 1) return concat("split_k=", c.split_k, " needs multicast=1");
   if (c.num_sms % c.split_k != 0) return concat("num_sms=", c.num_sms, " is not a multiple of split_k=", c.split_k);
-  const unsigned need = sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages, c.split_k);
+  const unsigned need = sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages, c.split_k, c.direct_store);
   if (need > lim.smem_bytes)
     return concat("needs ", need, " bytes of shared memory, the device allows ", lim.smem_bytes);
   if (c.num_sms < 1 || c.num_sms > lim.num_sms) return concat("num_sms=", c.num_sms, " out of [1, ", lim.num_sms, "]");
@@ -96,7 +104,10 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
     // T = 16384: 4030 vs 4454-4519 us); 2 x 512 and 4 x 256 masked (7168, 2048) (two waves or
     // fewer) 4% / 3% slower than 128-row tiles with tail halves, T = 4096's GEMM2 (~128 rows per
     // group) 3.7% slower end to end; 4096x2112x7168 m256n64 129.1 us against m128n192 121.0.
-    if (bm == 256 && (!allow_wide || !lim.wide_tiles || m < 512)) continue;
+    // Since v32 also groups of 256-1023 rows in short launches (direct stores, 4 stages): measured
+    // (kernel-only) masked 2 x 512 / 4 x 256 (7168, 2048) 32.6 / 37.8 us against 33.8 / 38.6 with
+    // m128n128s6r and 34.8 / 40.7 with m128n128s5; (4096, 7168) 51.2 / 60.2 against 56.8 / 67.0.
+    if (bm == 256 && (!allow_wide || !lim.wide_tiles || m < 256)) continue;
     const int64_t m_blocks = ceil_div(m, bm);
     // Pairs sharing B (mc = 2, block_m <= 128) are supported but not chosen: measured on the H100
     // they were 4-10% slower than mc = 1 with pipelined tiles (docs/perf-notes.md v3); they stay
@@ -108,17 +119,18 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
         const int64_t max_ctas = lim.max_cluster_ctas(mc * split);
         for (int bn : kBlockNs) {
           if (bm == 256 && bn != 128) continue;
-          const int stages = stages_that_fit(~0u, bm, bn, split, lim);
-          if (stages < 2) continue;
           const bool share_a = sm90::gemm_cluster_shares_a(bm, mc);
           const int64_t row_tiles =
               contiguous && bm == 256 ? ceil_div(groups * ceil_div(m, int64_t(128)), int64_t(2)) : groups * m_blocks;
           const int64_t tiles = share_a ? row_tiles * ceil_div(ceil_div(n, bn), mc) * mc
                                         : groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
+          const bool direct = lim.direct_store && bm >= 128 && split == 1 && tiles <= kDirectMaxWaves * max_ctas;
+          const int stages = stages_that_fit(direct ? 0u : ~0u, bm, bn, split, lim);
+          if (stages < 2) continue;
           // Split-K only where its clusters run in one wave (a cluster's tiles queue behind each
           // handover: measured 4x slower with several tiles per cluster).
           if (split > 1 && tiles * split > max_ctas) continue;
-          if (bm == 256 && m < 1024 && tiles < kWideMinWaves * max_ctas) continue;
+          if (bm == 256 && m < 1024 && !direct && (m < 512 || tiles < kWideMinWaves * max_ctas)) continue;
           const int64_t ctas = std::min(tiles * split, max_ctas) / mc * mc;
           const int64_t waves = ceil_div(tiles * split, ctas);
           // K per CTA (the whole K without split-K, as the grouped / MoE selections were calibrated).
@@ -177,6 +189,7 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
             best.raster_group = static_cast<int>(std::min<int64_t>(m_blocks * groups, 8));
             best.num_sms = static_cast<int>(ctas);
             best.split_k = split;
+            best.direct_store = direct;
           }
         }
       }
@@ -247,6 +260,7 @@ GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64
   // measurement of this kernel: there the layer runs the rows GEMM2, perf-notes v22.)
   GemmConfig c = select_gemm_config(rows_per_group, n, k, lim, groups, false, false);
   c.multicast = 1;
+  c.direct_store = false;  // its own (scatter-add) epilogue
   c.stages = stages_that_fit(0, c.block_m, c.block_n, 1, lim);
   const int64_t tiles = std::max<int64_t>(1, rows_bound / c.block_m * ceil_div(n, c.block_n));
   c.num_sms = static_cast<int>(std::min<int64_t>(lim.num_sms, tiles));

@@ -18,6 +18,9 @@ struct GemmDeviceLimits {
   int cluster_slots[9] = {};
   /// 256-row tiles may be chosen (false: MOEKIT_WIDE_TILES=0, a diagnostic switch for A/B runs).
   bool wide_tiles = true;
+  /// Short launches may store D straight from registers (GemmConfig::direct_store; false:
+  /// MOEKIT_DIRECT_STORE=0, a diagnostic switch for A/B runs — the TMA-store picks of v31).
+  bool direct_store = true;
   /// CTAs a grid of clusters of `size` may have in one wave.
   int max_cluster_ctas(int size) const {
     if (size <= 1) return num_sms;
@@ -34,7 +37,8 @@ int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim);
 /// `groups` independent problems of m x n x k each (1 for the dense GEMM; grouped GEMMs pass the
 /// expected rows per group). `allow_split_k` (the dense GEMM): split-K candidates, and the model's
 /// term for one or two M blocks whose A every CTA reads at once (calibrated on the dense GEMM only).
-/// `allow_wide`: 256-row tiles (two 128-row waves per tile) are candidates. `contiguous`: the
+/// `allow_wide`: 256-row tiles (two 128-row waves per tile) are candidates. Launches of at most two
+/// waves of 128- or 256-row tiles get GemmConfig::direct_store (and the stage it frees). `contiguous`: the
 /// groups lie in one flat layout of 128-aligned segments (ContiguousScheduler), where 256-row units
 /// run across group boundaries, so a group of m rows costs ceil(m / 128) / 2 such tiles.
 GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups = 1,

@@ -352,6 +352,15 @@ __device__ __forceinline__ void st_global_v4(void* ptr, const u32 (&v)[4]) {
                : "memory");
 }
 
+/// 16-byte global store, predicated inside the instruction (`on` false: nothing is stored), so a
+/// per-lane condition adds no branch: the warp stays converged around it.
+__device__ __forceinline__ void st_global_v4_if(void* ptr, const u32 (&v)[4], bool on) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %5, 0;\n @p st.global.v4.u32 [%0], {%1, %2, %3, %4};\n}" ::"l"(ptr),
+      "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(u32(on))
+      : "memory");
+}
+
 /// Two floats → two E4M3 bytes (`lo` in the low byte), round to nearest even, saturating to ±448
 /// (NaN stays NaN): the SPEC §1 conversion.
 __device__ __forceinline__ u16 pack_e4m3x2(float lo, float hi) {

@@ -49,17 +49,61 @@ TEST(GemmConfig, SmallMUsesOneWarpgroupTiles) {
   EXPECT_EQ(moekit::detail::select_gemm_config(4096, 7168, 16384, no_wide).block_m, 128);
 }
 
-// Groups of 512-1023 rows take 256-row tiles only in long launches, and the contiguous layout counts
-// its 256-row units over 128-aligned segments (perf-notes v22, H100: the MoE prefill GEMM2, 256 groups
-// of ~512 rows at (7168, 2048), 4030 us vs 4454-4519 with 128-row tiles; 2 x 512 masked slower).
+// Groups of 512-1023 rows take 256-row tiles with the TMA store only in long launches, and the
+// contiguous layout counts its 256-row units over 128-aligned segments (perf-notes v22, H100: the MoE
+// prefill GEMM2, 256 groups of ~512 rows at (7168, 2048), 4030 us vs 4454-4519 with 128-row tiles; 2 x
+// 512 masked slower with 3 stages). Short launches (<= 2 waves) take them from 256 rows per group with
+// direct stores and 4 stages (perf-notes v32).
 TEST(GemmConfig, WideTilesForGroupsOf512OnlyInLongLaunches) {
   GemmDeviceLimits lim;
   using moekit::detail::select_gemm_config;
   EXPECT_EQ(select_gemm_config(639, 7168, 2048, lim, 256, false, true, true).block_m, 256);  // T = 16384's GEMM2
   EXPECT_EQ(select_gemm_config(639, 7168, 2048, lim, 256, false, true, false).block_m, 128);  // ceil(639/256) = 3
   EXPECT_EQ(select_gemm_config(255, 7168, 2048, lim, 256, false, true, true).block_m, 128);  // T = 4096's
-  EXPECT_EQ(select_gemm_config(512, 7168, 2048, lim, 2, false, true, false).block_m, 128);   // masked 2 x 512
   EXPECT_EQ(select_gemm_config(700, 4096, 7168, lim, 4, false, true, true).block_m, 128);    // < 8 waves
+  EXPECT_EQ(select_gemm_config(256, 7168, 2048, lim, 8, false, true, false).block_m, 128);   // 3.4 waves of m256
+  EXPECT_FALSE(select_gemm_config(256, 7168, 2048, lim, 8, false, true, false).direct_store);
+}
+
+// DeepGEMM's masked rows (1-2 waves): direct stores, 256 x 128 tiles with 4 stages (perf-notes v32, H100,
+// kernel-only: 49.0 / 31.9 / 51.2 / 32.6 / 60.2 / 37.8 us against 51.8 / 32.9 / 56.8 / 34.8 / 67.0 /
+// 40.5 with the v31 picks); long launches keep the TMA store (contiguous 4 x 8192, dense M = 4096:
+// 1.5-13% slower with direct stores), and so do 64-row tiles, split-K and the MoE GEMM2's epilogue.
+TEST(GemmConfig, DirectStoreOnShortLaunches) {
+  GemmDeviceLimits lim;
+  using moekit::detail::select_gemm_config;
+  for (const auto& [groups, m, n, k] : {std::tuple{1, 1024, 4096, 7168}, std::tuple{1, 1024, 7168, 2048},
+                                        std::tuple{2, 512, 4096, 7168}, std::tuple{2, 512, 7168, 2048},
+                                        std::tuple{4, 256, 4096, 7168}, std::tuple{4, 256, 7168, 2048}}) {
+    const GemmConfig c = select_gemm_config(m, n, k, lim, groups, false, true, false);
+    SCOPED_TRACE(::testing::Message() << groups << " x " << m << " (" << n << ", " << k << ") -> " << c.str());
+    // 4 x 256 (4096, 7168): the model puts both tiles at the DRAM floor and keeps 128 x 128 (6
+    // stages; measured 63.0 us against 60.2 for m256n128s4r, both under DeepGEMM's 64.5).
+    const bool m128 = groups == 4 && n == 4096;
+    EXPECT_EQ(c.block_m, m128 ? 128 : 256);
+    EXPECT_EQ(c.block_n, 128);
+    EXPECT_EQ(c.stages, m128 ? 6 : 4);
+    EXPECT_EQ(c.multicast, 1);
+    EXPECT_TRUE(c.direct_store);
+    EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "");
+  }
+  EXPECT_TRUE(select_gemm_config(1024, 4096, 7168, lim, 1, true).direct_store);  // dense, one wave
+  EXPECT_FALSE(select_gemm_config(8192, 4096, 7168, lim, 4, false, true, true).direct_store);
+  EXPECT_FALSE(select_gemm_config(4096, 7168, 16384, lim, 1, true).direct_store);
+  EXPECT_FALSE(select_gemm_config(4096, 7168, 2048, lim, 1, true).direct_store);
+  for (int64_t m : {1, 16, 64}) {  // decode: 64-row tiles
+    const GemmConfig d = select_gemm_config(m, 7168, 2048, lim, 32, false, true, false);
+    EXPECT_EQ(d.block_m, 64) << d.str();
+    EXPECT_FALSE(d.direct_store) << d.str();
+  }
+  EXPECT_FALSE(select_gemm_config(64, 7168, 16384, lim, 1, true).direct_store);  // split-K or 64-row tiles
+  EXPECT_FALSE(moekit::detail::select_moe_gemm2_config(128, 4, 512, 7168, 2048, lim).direct_store);
+  GemmDeviceLimits off;  // MOEKIT_DIRECT_STORE=0: the v31 picks
+  off.direct_store = false;
+  const GemmConfig v31 = select_gemm_config(1024, 4096, 7168, off, 1, false, true, false);
+  EXPECT_FALSE(v31.direct_store);
+  EXPECT_EQ(v31.str(), "m256n128s3g4x128c1");
+  EXPECT_EQ(select_gemm_config(512, 7168, 2048, off, 2, false, true, false).block_m, 128);
 }
 
 // 256-row tiles run in pairs sharing A only on long launches (perf-notes v22, H100: 1.2-1.6% faster
@@ -139,6 +183,26 @@ TEST(GemmConfig, StagesRespectSharedMemory) {
         EXPECT_LE(moekit::sm90::gemm_smem_bytes(bm, bn, s), lim.smem_bytes);
         if (s < 10) EXPECT_GT(moekit::sm90::gemm_smem_bytes(bm, bn, s + 1), lim.smem_bytes);
       }
+}
+
+// Direct stores free the bf16 staging tile: one more stage for the tiles the masked rows run
+// (256 x 128: 4 instead of 3; 128 x 128: 6 instead of 5), checked by the forced-config check too.
+TEST(GemmConfig, DirectStoreFreesTheStagingTile) {
+  GemmDeviceLimits lim;
+  EXPECT_EQ(moekit::sm90::gemm_bf16_staging_bytes(256, 128, false), 65536u);
+  EXPECT_EQ(moekit::sm90::gemm_bf16_staging_bytes(256, 128, true), 0u);
+  EXPECT_EQ(moekit::detail::gemm_max_stages(256, 128, lim), 3);
+  EXPECT_EQ(moekit::detail::gemm_max_stages(128, 128, lim), 5);
+  for (const auto& [bm, bn, s] : {std::tuple{256, 128, 4}, std::tuple{128, 128, 6}}) {
+    GemmConfig c{bm, bn, s, 4, 132, 1};
+    EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "") << c.str();  // no room beside the staging tile
+    c.direct_store = true;
+    EXPECT_EQ(moekit::detail::gemm_config_problem(c, lim), "") << c.str();
+    c.stages = s + 1;
+    EXPECT_NE(moekit::detail::gemm_config_problem(c, lim), "") << c.str();
+    EXPECT_LE(moekit::sm90::gemm_smem_bytes(bm, bn, s, 1, true), lim.smem_bytes);
+    EXPECT_GT(moekit::sm90::gemm_smem_bytes(bm, bn, s + 1, 1, true), lim.smem_bytes);
+  }
 }
 
 TEST(GemmConfig, RejectsBadForcedConfigs) {
@@ -228,6 +292,20 @@ TEST(GemmConfig, ParsesItsOwnString) {
   EXPECT_EQ(q.num_sms, 132);
   EXPECT_EQ(GemmConfig::parse("m64n32s10g1x128").split_k, 1);
   EXPECT_EQ(GemmConfig{}.str().find('k'), std::string::npos);  // no suffix without split-K
+  // Direct stores: the trailing "r", after the other suffixes.
+  GemmConfig r{256, 128, 4, 4, 132, 1};
+  r.direct_store = true;
+  EXPECT_EQ(r.str(), "m256n128s4g4x132c1r");
+  EXPECT_TRUE(GemmConfig::parse(r.str()).direct_store);
+  EXPECT_EQ(GemmConfig::parse(r.str()).stages, 4);
+  const GemmConfig kr = GemmConfig::parse("m64n64s10g1x132c1k4r");
+  EXPECT_TRUE(kr.direct_store);
+  EXPECT_EQ(kr.split_k, 4);
+  EXPECT_EQ(kr.str(), "m64n64s10g1x132c1k4r");
+  EXPECT_FALSE(GemmConfig::parse("m64n32s10g1x128c1").direct_store);
+  EXPECT_FALSE(GemmConfig{}.direct_store);
+  EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128c1rr"), moekit::Error);
+  EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128rc1"), moekit::Error);
   EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128c1k"), moekit::Error);
   EXPECT_THROW(GemmConfig::parse("m64n32s10g1x128k2c1"), moekit::Error);
 }

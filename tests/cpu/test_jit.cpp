@@ -76,6 +76,31 @@ TEST(Jit, GroupedGemmFamiliesCompileForSm90a) {
     }
 }
 
+// The direct-store bf16 epilogue (GemmConfig::direct_store): quad groups of 8-column chunks, whole
+// (n128: 16 chunks) and partial (n120: 15, n56: 7, n24: 3, n144: 18), two waves (256-row tiles),
+// pairs sharing A, split-K, and both grouped schedulers.
+TEST(Jit, DirectStoreCompilesForSm90a) {
+  struct Case {
+    const char* body;
+    moekit::GemmConfig c;
+  };
+  const Case cases[] = {
+      {"fp8_gemm_dense", {256, 128, 4, 4, 132, 1}},  {"fp8_gemm_dense", {128, 120, 6, 8, 132, 1}},
+      {"fp8_gemm_dense", {64, 56, 8, 1, 132, 1}},    {"fp8_gemm_dense", {128, 144, 5, 8, 132, 1}},
+      {"fp8_gemm_dense", {256, 128, 4, 4, 132, 2}},  {"fp8_gemm_dense", {64, 24, 8, 1, 132, 1, 4}},
+      {"fp8_gemm_masked", {256, 128, 4, 4, 132, 1}}, {"fp8_gemm_masked", {128, 128, 6, 8, 132, 1}},
+      {"fp8_gemm_contiguous", {256, 128, 4, 8, 132, 1}},
+  };
+  for (Case x : cases) {
+    x.c.direct_store = true;
+    std::string entry;
+    const std::string src = moekit::detail::fp8_gemm_kernel_source(x.c, x.body, &entry);
+    SCOPED_TRACE(entry);
+    EXPECT_EQ(entry.back(), 'r');  // its own kernel (and cache entry)
+    expect_compiles_clean(src, entry);
+  }
+}
+
 // The MoE layer's fused GEMMs: GEMM1 (two warpgroups along N, 64-row B scales, SwiGLU + FP8
 // requant epilogue; A by TMA or gathered by token) and GEMM2 (scatter-add epilogue), contiguous and masked schedulers.
 TEST(Jit, MoeGemmFamiliesCompileForSm90a) {

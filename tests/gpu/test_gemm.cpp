@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "gemm/heuristic.h"
+#include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "moekit/moekit.h"
 #include "runtime/device_buffer.h"
 #include "runtime/random.h"
@@ -200,6 +202,42 @@ TEST(GemmFp8, TailHalves) {
                // Pairs sharing A: 12 units of 2 tiles on 5 clusters, the last 2 units as halves.
                {{256, 128, 3, 2, 10, 2}, {600, 1024, 640}}};
   for (const auto& x : cases) expect_good(run_and_check(x.p, &x.c, ++seed, 400), describe(x.p, &x.c));
+}
+
+// Direct stores (GemmConfig::direct_store: D from registers, no staging tile), forced at the most
+// stages that fit without the staging tile: chunk counts that fill whole quad groups (n32, n64, n128)
+// and partial ones (n16: 2 chunks, n24: 3, n56: 7, n120: 15, n144: 18, n192: 24), one and two math
+// warpgroups, 256-row waves, B-multicast pairs and pairs sharing A, M and N tails, a strided D whose
+// columns past n must keep their poison, tail halves and split-K; 40 CTAs so tiles follow each other.
+TEST(GemmFp8, DirectStore) {
+  int seed = 9000;
+  const moekit::detail::GemmDeviceLimits lim;
+  auto stages = [&](int bm, int bn, int split) {
+    for (int s = 10; s > 2; --s)
+      if (moekit::sm90::gemm_smem_bytes(bm, bn, s, split, true) <= lim.smem_bytes) return s;
+    return 2;
+  };
+  for (int mc : {1, 2})
+    for (int bm : {64, 128, 256})
+      for (int bn : {16, 24, 32, 56, 64, 120, 128, 144, 192}) {
+        const bool shares_a = bm == 256 && mc == 2;
+        if (!shares_a && (bn / mc) % 8 != 0) continue;
+        if (bm == 256 && bn > 128) continue;
+        if (shares_a && bn != 64 && bn != 120 && bn != 128) continue;
+        moekit::GemmConfig c{bm, bn, stages(bm, bn, 1), 2, 40, mc};
+        c.direct_store = true;
+        for (Problem p : {Problem{330, 456, 400}, Problem{77, 1000, 2880}, Problem{300, 200, 256}}) {
+          if (p.n == 200) p.ldd = 216;  // strided D: columns [200, 216) stay poison
+          expect_good(run_and_check(p, &c, ++seed), describe(p, &c));
+        }
+      }
+  // Tail halves (64- and 128-row halves) and split-K with direct stores.
+  for (moekit::GemmConfig c : {moekit::GemmConfig{128, 128, 6, 2, 10, 1}, moekit::GemmConfig{256, 128, 4, 2, 10, 1},
+                               moekit::GemmConfig{64, 96, 3, 1, 48, 1, 3}, moekit::GemmConfig{128, 64, 3, 1, 48, 1, 2}}) {
+    c.direct_store = true;
+    for (const Problem& p : {Problem{300, 1024, 640}, Problem{600, 1024, 640}, Problem{77, 1000, 2880}})
+      expect_good(run_and_check(p, &c, ++seed, 400), describe(p, &c));
+  }
 }
 
 // Split-K (clusters of S CTAs along K, DSMEM reduction), forced: S = 2, 3, 4, 8 with both

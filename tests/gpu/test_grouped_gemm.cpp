@@ -509,6 +509,37 @@ TEST(GroupedGemmWideTiles, PairsSharingA) {
   run_wide_cases(9300, {Shape{512, 512, false}, Shape{200, 384, true}}, 16, 512, 224);
 }
 
+// Direct stores (GemmConfig::direct_store, D from registers masked by row and column): the wide
+// cases with 256-row tiles at 4 stages (single CTAs, dynamic units, pairs sharing A with ghost
+// tiles), and 128- / 64-row tiles at the most stages that fit on the masked cases (random counts,
+// counts 0 and past max_m, strided D) and contiguous layouts, partial quad groups of chunks (n120).
+TEST(GroupedGemmDirectStore, WideTiles) {
+  {
+    ForcedGroupedConfig env("m256n128s4g4x20c1r");
+    run_wide_cases(9700, {Shape{256, 512, false}, Shape{200, 384, true}}, 16, 256, 256);
+    moekit::detail::DeviceBuffer counter(sizeof(unsigned));
+    run_wide_cases(9750, {Shape{256, 512, false}}, 8, 256, 256, counter.as<unsigned>());
+  }
+  ForcedGroupedConfig env("m256n120s4g4x20c2r");
+  run_wide_cases(9800, {Shape{480, 512, false}}, 8, 480, 240);
+}
+
+TEST(GroupedGemmDirectStore, NarrowTiles) {
+  uint64_t seed = 9900;
+  for (const char* config : {"m128n128s6g8x20c1r", "m128n120s6g8x20c1r", "m64n56s10g1x20c1r"}) {
+    ForcedGroupedConfig env(config);
+    for (int64_t max_m : {1, 100, 256}) {
+      run_problem(make_problem("masked", true, uniform_counts(5, 0, int32_t(max_m), seed), {256, 512, false}, max_m),
+                  ++seed);
+      run_problem(make_problem("masked_strided", true, {int32_t(max_m), 0, 100000}, {200, 384, true}, max_m), ++seed);
+    }
+    for (const Layout& l : contiguous_layouts())
+      if (l.name == "skewed" || l.name == "some_empty" || l.name == "single_row")
+        run_problem(make_problem(l.name, false, l.counts, {256, 512, false}), ++seed);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // The allocation may be larger than the upper bound: rows past offsets[E] are ignored.
 TEST(GroupedGemmContiguous, ExtraAllocatedRowsAreIgnored) {
   Problem p = make_problem("extra_rows", false, {5, 0, 300}, {256, 512, false});

@@ -1,6 +1,12 @@
-// BF16 output epilogue of the sm90 GEMM family: FP32 accumulators → bf16 → shared memory with
-// stmatrix (in the TMA swizzle pattern) → TMA store. Rows and columns outside the tensor are
-// clipped by the TMA unit, so tails need no masking here.
+// BF16 output epilogues of the sm90 GEMM family (GemmConfig::direct_store picks one):
+//  * Bf16TmaEpilogue: FP32 accumulators → bf16 → shared memory with stmatrix (in the TMA swizzle
+//    pattern) → TMA store. Rows and columns outside the tensor are clipped by the TMA unit, so
+//    tails need no masking here. Its staging tile (BLOCK_M x BLOCK_N bf16) takes shared memory
+//    that would otherwise hold pipeline stages.
+//  * Bf16DirectEpilogue: FP32 accumulators → bf16 → a 4 x 4 transpose inside each quad of lanes
+//    (shuffles) → 16-byte global stores straight from registers, masked by row and column. No
+//    staging tile, so the tile gets one more stage (256 x 128: 4 instead of 3; 128 x 128: 6
+//    instead of 5).
 #pragma once
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "kernels/sm90/scheduler.cuh"
@@ -95,5 +101,107 @@ struct Bf16TmaEpilogue {
     if (th.warpgroup == 0 && th.warp == 0 && th.lane == 0) ptx::tma_store_wait<0>();
   }
 };
+
+/// Direct-store bf16 epilogue (no shared memory). In the wgmma accumulator layout lane l of a warp
+/// holds, per 8-column chunk c, columns 8c + 2(l % 4) + {0, 1} of rows l / 4 and l / 4 + 8. Four
+/// chunks' worth of one row lie in the quad's 16 words; transposing them across the quad leaves
+/// lane q of the quad with all 8 columns (16 bytes) of chunk 4j + q, so a warp store writes 8 rows x
+/// 64 contiguous bytes (whole 32-byte sectors).
+template <class T>
+struct Bf16DirectEpilogue {
+  static constexpr int kBlockM = T::kBlockM;
+  static constexpr int kBlockN = T::kBlockN;
+  static_assert(T::kWgN == 1, "the bf16 epilogue stores tiles of warpgroups stacked along M");
+  static constexpr u32 kSmemBytes = 0;
+  static constexpr u32 kChunks = kBlockN / 8;  // 8-column (16-byte) chunks per row
+
+  /// x[c] = this lane's word of chunk c (of a group of four); afterwards x[s] = lane s's word of
+  /// chunk q (q = this lane's index in its quad): a 4 x 4 transpose in two butterfly steps.
+  __device__ __forceinline__ static void quad_transpose(u32 (&x)[4], u32 q) {
+    // Step 1 (partner q ^ 1): swap the words whose chunk parity differs from the lane's.
+    {
+      const bool odd = (q & 1u) != 0;
+      const u32 s0 = odd ? x[0] : x[1], s1 = odd ? x[2] : x[3];
+      const u32 r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+      if (odd) {
+        x[0] = r0;
+        x[2] = r1;
+      } else {
+        x[1] = r0;
+        x[3] = r1;
+      }
+    }
+    // Step 2 (partner q ^ 2): the same for the chunks' second bit.
+    {
+      const bool hi = (q & 2u) != 0;
+      const u32 s0 = hi ? x[0] : x[2], s1 = hi ? x[1] : x[3];
+      const u32 r0 = __shfl_xor_sync(0xffffffffu, s0, 2), r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
+      if (hi) {
+        x[0] = r0;
+        x[1] = r1;
+      } else {
+        x[2] = r0;
+        x[3] = r1;
+      }
+    }
+  }
+
+  /// Stores the tile's accumulators `acc` (wgmma layout, kBlockN/2 per thread and wave, wave w's
+  /// rows 128 w further down) at (t.m0, t.n0): rows below t.valid_rows and the tensor's p.m rows,
+  /// columns below p.n (a multiple of 8). Called by all math threads, converged.
+  __device__ __forceinline__ static void store(const float (&acc)[kBlockN / 2 * T::kWaves], const Tile& t,
+                                               const GemmParams& p, u32, const ptx::TmaDescriptor&,
+                                               const MathThread& th) {
+#if MOEKIT_DIAG_NO_EPILOGUE
+    diag_sink(acc, static_cast<float*>(p.d));
+    return;
+#endif
+    const u32 q = th.lane % 4;
+    const u32 rows = t.m0 + t.valid_rows < p.m ? t.valid_rows : p.m - t.m0;  // p.m > t.m0 for any tile
+    ptx::u16* const d = static_cast<ptx::u16*>(p.d);
+#pragma unroll
+    for (u32 w = 0; w < u32(T::kWaves); ++w) {
+#pragma unroll
+      for (u32 h = 0; h < 2; ++h) {  // rows r and r + 8 of this lane
+        const u32 row = w * 128 + th.warpgroup * 64 + th.warp * 16 + th.lane / 4 + 8 * h;
+        const bool row_ok = row < rows;
+        ptx::u16* const drow = d + (static_cast<ptx::u64>(t.m0 + row) * p.ldd + t.n0);
+        const float* a = acc + w * (kBlockN / 2) + 2 * h;
+#pragma unroll
+        for (u32 g = 0; g < (kChunks + 3) / 4; ++g) {
+          u32 x[4];
+#pragma unroll
+          for (u32 c = 0; c < 4; ++c) {
+            const u32 chunk = 4 * g + c;
+            x[c] = chunk < kChunks ? ptx::pack_bf16x2(a[4 * chunk], a[4 * chunk + 1]) : 0u;
+          }
+          quad_transpose(x, q);  // every lane takes part, also where it stores nothing
+          const u32 chunk = 4 * g + q;
+          ptx::st_global_v4_if(drow + 8 * chunk, x, row_ok && chunk < kChunks && t.n0 + 8 * chunk < p.n);
+        }
+      }
+    }
+    // A barrier (as the TMA epilogue has): without it ptxas no longer proves the math warps
+    // converged at the next tile's K loop and keeps its stage addresses and wgmma descriptors out
+    // of the uniform registers (SASS: BRA.DIV before every wgmma group; measured on the H100: the
+    // 256 x 128 K loop 45.4 instead of 43.1 us over 56 K blocks). __syncwarp() does not do it.
+    ptx::named_barrier_sync(1, T::kMathThreads);
+  }
+
+  /// Nothing to wait for: the stores complete with the kernel.
+  __device__ __forceinline__ static void finish(const MathThread&, const GemmParams&) {}
+};
+
+/// The bf16 epilogue of configuration GemmConfig::direct_store (no <type_traits> under NVRTC).
+template <class T, bool kDirectStore>
+struct Bf16EpilogueOf {
+  using type = Bf16TmaEpilogue<T>;
+};
+template <class T>
+struct Bf16EpilogueOf<T, true> {
+  using type = Bf16DirectEpilogue<T>;
+};
+template <class T, bool kDirectStore>
+using Bf16Epilogue = typename Bf16EpilogueOf<T, kDirectStore>::type;
 
 }  // namespace moekit::sm90

@@ -904,39 +904,40 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   if constexpr (T::kClusterSize > 1) ptx::cluster_sync();
 }
 
-/// The dense GEMM: DenseScheduler + BF16 TMA epilogue; with kSplitK > 1, clusters of kSplitK CTAs
-/// share each tile's K blocks and rank 0 stores the sum (SplitKReduce).
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kSplitK = 1>
+/// The dense GEMM: DenseScheduler + a bf16 epilogue (TMA store, or direct stores with
+/// kDirectStore: GemmConfig::direct_store); with kSplitK > 1, clusters of kSplitK CTAs share each
+/// tile's K blocks and rank 0 stores the sum (SplitKReduce).
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kSplitK = 1, bool kDirectStore = false>
 __device__ __forceinline__ void fp8_gemm_dense(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
                                                const GemmParams& p) {
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster, 1, 128, 128, kSplitK>;
-  fp8_gemm_mainloop<T, DenseScheduler<kBlockM, kBlockN, kCluster, kSplitK>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa,
-                                                                                                tma_d, p);
+  fp8_gemm_mainloop<T, DenseScheduler<kBlockM, kBlockN, kCluster, kSplitK>, Bf16Epilogue<T, kDirectStore>>(
+      tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
-/// Contiguous (flat, expert-sorted, 128-aligned segments) grouped GEMM.
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+/// Contiguous (flat, expert-sorted, 128-aligned segments) grouped GEMM (kDirectStore as the dense GEMM's).
+template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kDirectStore = false>
 __device__ __forceinline__ void fp8_gemm_contiguous(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                     const ptx::TmaDescriptor& tma_sfa,
                                                     const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
   static_assert(kCluster == 1 || gemm_cluster_shares_a(kBlockM, kCluster),
                 "grouped schedulers pair CTAs only along N (256-row tiles sharing A)");
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN, kCluster>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa,
-                                                                                            tma_d, p);
+  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN, kCluster>, Bf16Epilogue<T, kDirectStore>>(
+      tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
-/// Masked ([E, max_m] with per-group counts) grouped GEMM.
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+/// Masked ([E, max_m] with per-group counts) grouped GEMM (kDirectStore as the dense GEMM's).
+template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kDirectStore = false>
 __device__ __forceinline__ void fp8_gemm_masked(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
                                                 const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
                                                 const GemmParams& p) {
   static_assert(kCluster == 1 || gemm_cluster_shares_a(kBlockM, kCluster),
                 "grouped schedulers pair CTAs only along N (256-row tiles sharing A)");
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
-  fp8_gemm_mainloop<T, MaskedScheduler<kBlockM, kBlockN, kCluster>, Bf16TmaEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d,
-                                                                                        p);
+  fp8_gemm_mainloop<T, MaskedScheduler<kBlockM, kBlockN, kCluster>, Bf16Epilogue<T, kDirectStore>>(
+      tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
 }  // namespace moekit::sm90

@@ -5,7 +5,8 @@
 // how many bytes a configuration needs.
 //
 // Dynamic shared memory, in order (base rounded up to 1024 bytes inside the allocation):
-//   D staging tile      BLOCK_M x BLOCK_N bf16, as BLOCK_N/atom_cols swizzle atoms; with split-K
+//   D staging tile      BLOCK_M x BLOCK_N bf16, as BLOCK_N/atom_cols swizzle atoms (none with the
+//                       direct-store epilogue, GemmConfig::direct_store); with split-K
 //                       (> 1) at least BLOCK_M x BLOCK_N FP32: the same bytes hold the partial sums
 //                       on the CTAs that hand theirs over (cluster ranks > 0, which store nothing)
 //   A stages            STAGES x BLOCK_M x 128 FP8 (128-byte swizzle)
@@ -125,9 +126,14 @@ constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn,
          unsigned(stages) * gemm_stage_bytes(bm, bn) + unsigned(stages) * 16u + gemm_tile_pipe_bytes() +
          (split_k > 1 ? 16u : 0u);
 }
+/// Staging bytes of the bf16 epilogue: the D tile (Bf16TmaEpilogue), or none when the tile is
+/// stored straight from registers (Bf16DirectEpilogue, GemmConfig::direct_store).
+constexpr unsigned gemm_bf16_staging_bytes(int bm, int bn, bool direct_store) {
+  return direct_store ? 0u : gemm_smem_d_bytes(bm, bn);
+}
 /// Total dynamic shared memory of a configuration with the bf16 epilogue (independent of the shape).
-constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages, int split_k = 1) {
-  return gemm_smem_bytes_with(gemm_smem_d_bytes(bm, bn), bm, bn, stages, split_k);
+constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages, int split_k = 1, bool direct_store = false) {
+  return gemm_smem_bytes_with(gemm_bf16_staging_bytes(bm, bn, direct_store), bm, bn, stages, split_k);
 }
 
 /// Run-time shape parameters shared by the GEMM kernels (passed by value; same layout on host
