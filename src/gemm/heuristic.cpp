@@ -44,6 +44,10 @@ constexpr double kPairFixed = 1.5e-6;
 // direct epilogue issues in ~1.7 us against ~0.9, on every tile's critical path: contiguous 4 x 8192
 // (7168, 2048) 758 -> 795 us, dense 4096x7168x2048 105-108 -> 107-121 us).
 constexpr int64_t kDirectMaxWaves = 2;
+// ... and at least this many K blocks: a short K loop has little to gain from a deeper pipeline and
+// its epilogue is a large share of each tile (v31 measured 128x32768x512 14% slower with a slower
+// epilogue and one more stage).
+constexpr int64_t kDirectMinKBlocks = 8;
 constexpr int kMaxModelSplit = 4;                // clusters of up to 4 CTAs (of 8, fewer are co-resident)
 
 constexpr int kBlockNs[] = {16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 192};
@@ -124,7 +128,8 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
               contiguous && bm == 256 ? ceil_div(groups * ceil_div(m, int64_t(128)), int64_t(2)) : groups * m_blocks;
           const int64_t tiles = share_a ? row_tiles * ceil_div(ceil_div(n, bn), mc) * mc
                                         : groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
-          const bool direct = lim.direct_store && bm >= 128 && split == 1 && tiles <= kDirectMaxWaves * max_ctas;
+          const bool direct = lim.direct_store && bm >= 128 && split == 1 && num_kb >= kDirectMinKBlocks &&
+                              tiles <= kDirectMaxWaves * max_ctas;
           const int stages = stages_that_fit(direct ? 0u : ~0u, bm, bn, split, lim);
           if (stages < 2) continue;
           // Split-K only where its clusters run in one wave (a cluster's tiles queue behind each

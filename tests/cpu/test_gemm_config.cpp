@@ -97,6 +97,8 @@ TEST(GemmConfig, DirectStoreOnShortLaunches) {
     EXPECT_FALSE(d.direct_store) << d.str();
   }
   EXPECT_FALSE(select_gemm_config(64, 7168, 16384, lim, 1, true).direct_store);  // split-K or 64-row tiles
+  EXPECT_FALSE(select_gemm_config(128, 32768, 512, lim, 1, true).direct_store);   // 4 K blocks
+  EXPECT_TRUE(select_gemm_config(1024, 7168, 1024, lim, 1, true).direct_store);   // 8 K blocks, 1.7 waves
   EXPECT_FALSE(moekit::detail::select_moe_gemm2_config(128, 4, 512, 7168, 2048, lim).direct_store);
   GemmDeviceLimits off;  // MOEKIT_DIRECT_STORE=0: the v31 picks
   off.direct_store = false;
