@@ -29,7 +29,7 @@ struct Problem {
 struct Result {
   double rel_l2 = 0;
   int64_t unwritten = 0;       // NaN (poison) left inside D
-  int64_t clobbered = 0;       // padding columns of D that changed
+  int64_t clobbered = 0;       // padding columns of D, or guard rows past it, that changed
   int64_t rows_checked = 0;
 };
 
@@ -48,7 +48,10 @@ Result run_and_check(const Problem& p0, const moekit::GemmConfig* config, uint64
   const int64_t kb = moekit::ceil_div(p.k, 128), nb = moekit::ceil_div(p.n, 128);
   DeviceBuffer a(size_t(p.m * p.lda)), b(size_t(p.n * p.ldb));
   DeviceBuffer sa(size_t(std::max<int64_t>(moekit::sfa_physical_size(p.m, p.k), 4) * 4));
-  DeviceBuffer sb(size_t(nb * kb * 4)), d(size_t(std::max<int64_t>(p.m, 1) * p.ldd * 2));
+  // D with kGuardRows poisoned rows past its end, which must stay poison (a tile past M — the ghost
+  // tile of a B-multicast pair, an M tail — must not be stored there).
+  constexpr int64_t kGuardRows = 256;
+  DeviceBuffer sb(size_t(nb * kb * 4)), d(size_t((p.m + kGuardRows) * p.ldd * 2));
   moekit::detail::fill_random_e4m3(a.get(), p.m * p.lda, seed * 4 + 1, nullptr);
   moekit::detail::fill_random_e4m3(b.get(), p.n * p.ldb, seed * 4 + 2, nullptr);
   moekit::detail::fill_random_f32(sa.as<float>(), moekit::sfa_physical_size(p.m, p.k), 0.25f, 2.0f, seed * 4 + 3, nullptr);
@@ -71,17 +74,17 @@ Result run_and_check(const Problem& p0, const moekit::GemmConfig* config, uint64
   h.sa_logical.resize(size_t(p.m * kb));
   moekit::sfa_physical_to_logical(sa_phys.data(), p.m, p.k, h.sa_logical.data());
   h.sb = sb.download<float>(size_t(nb * kb));
-  auto out = d.download<uint16_t>(size_t(p.m * p.ldd));
-  if (d_copy) *d_copy = out;
-
+  auto out = d.download<uint16_t>(size_t((p.m + kGuardRows) * p.ldd));
   Result r;
-  // Every element written, padding untouched.
-  for (int64_t i = 0; i < p.m; ++i)
+  // Every element written, padding and guard rows untouched.
+  for (int64_t i = 0; i < p.m + kGuardRows; ++i)
     for (int64_t j = 0; j < p.ldd; ++j) {
       const uint16_t v = out[size_t(i * p.ldd + j)];
-      if (j < p.n) r.unwritten += std::isnan(moekit::bf16_to_float(v)) ? 1 : 0;
+      if (i < p.m && j < p.n) r.unwritten += std::isnan(moekit::bf16_to_float(v)) ? 1 : 0;
       else r.clobbered += v != 0xFFFF;
     }
+  out.resize(size_t(p.m * p.ldd));
+  if (d_copy) *d_copy = out;
   // Reference on a sample of rows (all rows when small; always the first and last).
   std::vector<int64_t> rows;
   if (p.m <= max_ref_rows) {

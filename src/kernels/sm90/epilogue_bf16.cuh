@@ -157,7 +157,9 @@ struct Bf16DirectEpilogue {
     return;
 #endif
     const u32 q = th.lane % 4;
-    const u32 rows = t.m0 + t.valid_rows < p.m ? t.valid_rows : p.m - t.m0;  // p.m > t.m0 for any tile
+    // Rows to store: the valid ones inside the tensor (a ghost tile of a B-multicast pair may start
+    // at or past p.m; the TMA store clips such rows, here they are masked).
+    const u32 rows = t.m0 >= p.m ? 0u : (t.valid_rows < p.m - t.m0 ? t.valid_rows : p.m - t.m0);
     ptx::u16* const d = static_cast<ptx::u16*>(p.d);
 #pragma unroll
     for (u32 w = 0; w < u32(T::kWaves); ++w) {
