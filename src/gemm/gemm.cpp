@@ -269,6 +269,11 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   static const bool b_early = env_switch_on("MOEKIT_PDL_B_EARLY");
   params.b_before_wait = params.pdl_early && b_early ? 1u : 0u;
   params.pdl = pdl_active() ? 1u : 0u;
+  // B read by at most two M blocks of its group (rows per group = rows / groups, groups = b_rows / n):
+  // streamed with an L2 evict-first policy. MOEKIT_B_EVICT_FIRST=0 (diagnostic): never.
+  static const bool evict_first = env_switch_on("MOEKIT_B_EVICT_FIRST");
+  const int64_t groups = std::max<int64_t>(1, op.b_rows / std::max<int64_t>(1, op.n));
+  params.b_evict_first = evict_first && ceil_div(ceil_div(op.rows, groups), int64_t(c.block_m)) <= 2 ? 1u : 0u;
   params.d = op.d;
   params.ldd = static_cast<unsigned>(op.ldd);
 

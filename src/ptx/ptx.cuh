@@ -192,6 +192,29 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const TmaDescriptor* desc, 
       : "memory");
 }
 
+/// The same load with an L2 cache policy (`policy` from l2_policy_evict_first / _normal).
+__device__ __forceinline__ void tma_load_2d_hint(u32 dst, const TmaDescriptor* desc, u32 bar, i32 c0, i32 c1,
+                                                 u64 policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%3, %4}], [%2], %5;"
+      ::"r"(dst), "l"(desc), "r"(bar), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+
+/// L2 cache policies for the *_hint loads: lines evicted first (data streamed once), or the
+/// default priority.
+__device__ __forceinline__ u64 l2_policy_evict_first() {
+  u64 p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ u64 l2_policy_evict_normal() {
+  u64 p;
+  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
 /// Contiguous bulk copy global → shared of `bytes` (a multiple of 16; both addresses 16-byte
 /// aligned), completing `bytes` of transactions on mbarrier `bar` (the wgmma probe's stand-in for a
 /// stage's TMA traffic).

@@ -114,6 +114,7 @@ struct Fp8GemmTraits {
 #define MOEKIT_DIAG_NO_PROMOTE 0
 #endif
 
+
 /// Scales of one K block for this thread's two rows (per wave).
 struct KBlockScales {
   float sa0, sa1;  ///< A scales of rows r0 and r0 + 8
@@ -802,6 +803,8 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
 #if MOEKIT_DIAG_NO_LOADS
       u32 diag_loaded = 0;
 #endif
+      // B's L2 policy (GemmParams::b_evict_first): weights that few tiles read go out of L2 first.
+      const ptx::u64 b_policy = p.b_evict_first ? ptx::l2_policy_evict_first() : ptx::l2_policy_evict_normal();
       const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
       const u32 rank = kCluster > 1 ? ptx::cluster_ctarank() : 0u;
       for (;;) {
@@ -834,7 +837,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
                                          int(b_y + rank * (T::kBlockN / kCluster)), ptx::u16((1u << kCluster) - 1));
             }
           } else {
-            ptx::tma_load_2d(s_b + st * T::kSmemB, &tma_b, full, b_x, int(b_y));
+            ptx::tma_load_2d_hint(s_b + st * T::kSmemB, &tma_b, full, b_x, int(b_y), b_policy);
           }
         };
         auto load_a = [&](u32 st, u32 kb) {

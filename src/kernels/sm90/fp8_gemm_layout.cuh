@@ -170,6 +170,11 @@ struct GemmParams {
   /// 1 when launched with programmatic dependent launch (the griddepcontrol instructions are only
   /// executed then).
   unsigned pdl;
+  /// 1 = B (single-CTA loads) with an L2 evict-first policy: set where each B tile is read by at
+  /// most two M blocks of its group, so B streams through L2 once without pushing out A and D
+  /// (perf-notes v32: masked 4 x 256 (7168, 2048) 37.8 -> 35.3 us kernel-only); else the default
+  /// priority.
+  unsigned b_evict_first;
   /// Diagnostics (null in production, zeroed by the host): per CTA, kGemmTraceSlots values written
   /// by the first math thread — timestamps (ns) of entry, first tile scheduled, first stage ready,
   /// last tile's K loop done, last tile's epilogue issued, exit; then the K loop end of each of the
