@@ -273,7 +273,8 @@ void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperand
   // streamed with an L2 evict-first policy. MOEKIT_B_EVICT_FIRST=0 (diagnostic): never.
   static const bool evict_first = env_switch_on("MOEKIT_B_EVICT_FIRST");
   const int64_t groups = std::max<int64_t>(1, op.b_rows / std::max<int64_t>(1, op.n));
-  params.b_evict_first = evict_first && ceil_div(ceil_div(op.rows, groups), int64_t(c.block_m)) <= 2 ? 1u : 0u;
+  params.b_evict_first =
+      family.b_evict_first && evict_first && ceil_div(ceil_div(op.rows, groups), int64_t(c.block_m)) <= 2 ? 1u : 0u;
   params.d = op.d;
   params.ldd = static_cast<unsigned>(op.ldd);
 

@@ -56,7 +56,9 @@ void launch_grouped(const char* body, const GroupedGemmFp8Args& a, int64_t rows,
   p.num_groups = static_cast<unsigned>(a.num_groups);
   p.group_max_m = static_cast<unsigned>(max_m);
   const Fp8GemmOperands op{a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd, rows, a.num_groups * a.n, a.n, a.k};
-  launch_fp8_gemm(c, body, op, p, stream);
+  Fp8GemmFamily family;
+  family.b_evict_first = max_m > 0;  // masked only (Fp8GemmFamily::b_evict_first)
+  launch_fp8_gemm(c, body, op, p, stream, family);
 }
 
 // `dynamic`: units are claimed from a tile counter, which only single CTAs do (a pair's CTAs must

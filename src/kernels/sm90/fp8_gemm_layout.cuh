@@ -172,8 +172,8 @@ struct GemmParams {
   unsigned pdl;
   /// 1 = B (single-CTA loads) with an L2 evict-first policy: set where each B tile is read by at
   /// most two M blocks of its group, so B streams through L2 once without pushing out A and D
-  /// (perf-notes v32: masked 4 x 256 (7168, 2048) 37.8 -> 35.3 us kernel-only); else the default
-  /// priority.
+  /// (perf-notes v32: masked 4 x 256 (7168, 2048) 37.8 -> 35.3 us kernel-only), except for the
+  /// plain contiguous body (Fp8GemmFamily::b_evict_first); else the default priority.
   unsigned b_evict_first;
   /// Diagnostics (null in production, zeroed by the host): per CTA, kGemmTraceSlots values written
   /// by the first math thread — timestamps (ns) of entry, first tile scheduled, first stage ready,
