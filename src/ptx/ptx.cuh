@@ -192,7 +192,7 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const TmaDescriptor* desc, 
       : "memory");
 }
 
-/// The same load with an L2 cache policy (`policy` from l2_policy_evict_first / _normal).
+/// The same load with an L2 cache policy (`policy` from l2_policy_evict_first).
 __device__ __forceinline__ void tma_load_2d_hint(u32 dst, const TmaDescriptor* desc, u32 bar, i32 c0, i32 c1,
                                                  u64 policy) {
   asm volatile(
@@ -202,16 +202,10 @@ __device__ __forceinline__ void tma_load_2d_hint(u32 dst, const TmaDescriptor* d
       : "memory");
 }
 
-/// L2 cache policies for the *_hint loads: lines evicted first (data streamed once), or the
-/// default priority.
+/// L2 cache policy for the *_hint loads: lines evicted first (data streamed once).
 __device__ __forceinline__ u64 l2_policy_evict_first() {
   u64 p;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ u64 l2_policy_evict_normal() {
-  u64 p;
-  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
 

@@ -803,8 +803,8 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
 #if MOEKIT_DIAG_NO_LOADS
       u32 diag_loaded = 0;
 #endif
-      // B's L2 policy (GemmParams::b_evict_first): weights that few tiles read go out of L2 first.
-      const ptx::u64 b_policy = p.b_evict_first ? ptx::l2_policy_evict_first() : ptx::l2_policy_evict_normal();
+      // B's L2 policy where GemmParams::b_evict_first: weights that few tiles read go out of L2 first.
+      const ptx::u64 b_policy = ptx::l2_policy_evict_first();
       const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
       const u32 rank = kCluster > 1 ? ptx::cluster_ctarank() : 0u;
       for (;;) {
@@ -836,8 +836,12 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
               ptx::tma_load_2d_multicast(s_b + st * T::kSmemB + rank * (T::kSmemB / kCluster), &tma_b, full, b_x,
                                          int(b_y + rank * (T::kBlockN / kCluster)), ptx::u16((1u << kCluster) - 1));
             }
-          } else {
+          } else if (p.b_evict_first) {
             ptx::tma_load_2d_hint(s_b + st * T::kSmemB, &tma_b, full, b_x, int(b_y), b_policy);
+          } else {
+            // No hint at all: loads with an explicit evict-normal policy measured 5-24% slower on the
+            // long dense and contiguous launches (perf-notes v32).
+            ptx::tma_load_2d(s_b + st * T::kSmemB, &tma_b, full, b_x, int(b_y));
           }
         };
         auto load_a = [&](u32 st, u32 kb) {
