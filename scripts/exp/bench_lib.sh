@@ -8,6 +8,8 @@
 #   halves_ab ROUND...       tail-halves A/B (MOEKIT_TAIL_HALVES=0 / 1) on the masked cases
 #   sanitize                 memcheck over $MEMCHECK_FILTER and racecheck over $RACECHECK_FILTER (build/)
 #   masked_round LABEL       bench grouped --no-baseline over $MASKED, one line "LABEL: rows us kKERN_US | ..."
+#                            (MOEKIT_GROUPED_CONFIG=CFG masked_round LABEL: under a forced configuration)
+#   trace_masked CFG CASE    one traced launch of the masked CASE (L:E:M:N:K) under CFG ("": the pick), its summary (v32)
 #   final_check              main_benches, three masked_rounds of DeepGEMM's masked rows, one traced launch (v23, v24)
 #   moe_round TAG ROUND TOKENS [ENV...]   deepseek-v3 layer (no baseline, no check) under ENV with ${BIN:-build/moekit}:
 #                            one line of layer µs and GEMM1 stage µs per T (v28)
@@ -82,6 +84,12 @@ sanitize() {
 masked_round() {
   timeout 100 ./build/moekit bench grouped --no-baseline $MASKED > $OUT/m.txt 2>&1
   echo "$1: $(awk '$1 == "masked" {printf "%s/%s/%s %s k%s | ", $2, $6, $7, $8, $14}' $OUT/m.txt)"
+}
+
+# trace_masked CFG CASE: one traced launch (MOEKIT_TRACE_GEMM) of masked CASE under MOEKIT_GROUPED_CONFIG=CFG.
+trace_masked() {
+  MOEKIT_GROUPED_CONFIG=$1 MOEKIT_TRACE_GEMM=masked timeout 60 ./build/moekit bench grouped --no-baseline --reps 2 --case $2 2>&1 |
+    grep -A3 "moekit trace" | tail -4 | cut -c1-500
 }
 
 # final_check: the main benches, three more rounds of DeepGEMM's masked rows alone (their spread between

@@ -9,7 +9,6 @@ for r in 1 2; do
   done
   echo "r$r m256n128s4r halves=0: $(MOEKIT_TAIL_HALVES=0 MOEKIT_GROUPED_CONFIG=m256n128s4g4x132c1r timeout 60 ./build/moekit bench grouped --no-baseline $CASES 2>&1 | awk '$1 == "masked" {printf "%s/%s/%s %s k%s | ", $2, $6, $7, $8, $14}')"
 done
-for cfg in m128n192s5g8x132c1r m128n160s6g8x132c1r; do
-  MOEKIT_GROUPED_CONFIG=$cfg MOEKIT_TRACE_GEMM=masked timeout 60 ./build/moekit bench grouped --no-baseline --reps 2 --case masked:4:256:7168:2048 2>&1 | grep -A3 "moekit trace" | tail -4 | cut -c1-500
-done
+source scripts/exp/bench_lib.sh
+for cfg in m128n192s5g8x132c1r m128n160s6g8x132c1r; do trace_masked $cfg masked:4:256:7168:2048; done
 echo "total $(( $(date +%s) - t0 )) s"

@@ -8,5 +8,6 @@ for r in 1 2; do
     echo "r$r $cfg: $(MOEKIT_GROUPED_CONFIG=$cfg timeout 60 ./build/moekit bench grouped --no-baseline $CASES 2>&1 | awk '$1 == "masked" {printf "%s/%s/%s %s k%s | ", $2, $6, $7, $8, $14}')"
   done
 done
-MOEKIT_GROUPED_CONFIG=m256n112s4g4x132c1r MOEKIT_TRACE_GEMM=masked timeout 60 ./build/moekit bench grouped --no-baseline --reps 2 --case masked:4:256:7168:2048 2>&1 | grep -A3 "moekit trace" | tail -4 | cut -c1-500
+source scripts/exp/bench_lib.sh
+trace_masked m256n112s4g4x132c1r masked:4:256:7168:2048
 echo "total $(( $(date +%s) - t0 )) s"

@@ -115,35 +115,29 @@ struct Bf16DirectEpilogue {
   static constexpr u32 kSmemBytes = 0;
   static constexpr u32 kChunks = kBlockN / 8;  // 8-column (16-byte) chunks per row
 
+  /// One butterfly step of quad_transpose with the partner lane q ^ kMask: in each pair of words
+  /// (c, c | kMask), a lane whose bit kMask is set gives its lower word for the partner's upper one;
+  /// the other lane the reverse.
+  template <u32 kMask>
+  __device__ __forceinline__ static void butterfly(u32 (&x)[4], u32 q) {
+    constexpr u32 c0 = 0, c1 = kMask == 1 ? 2u : 1u;  // the two pairs' lower words
+    const bool upper = (q & kMask) != 0;
+    const u32 s0 = upper ? x[c0] : x[c0 | kMask], s1 = upper ? x[c1] : x[c1 | kMask];
+    const u32 r0 = __shfl_xor_sync(0xffffffffu, s0, kMask), r1 = __shfl_xor_sync(0xffffffffu, s1, kMask);
+    if (upper) {
+      x[c0] = r0;
+      x[c1] = r1;
+    } else {
+      x[c0 | kMask] = r0;
+      x[c1 | kMask] = r1;
+    }
+  }
+
   /// x[c] = this lane's word of chunk c (of a group of four); afterwards x[s] = lane s's word of
   /// chunk q (q = this lane's index in its quad): a 4 x 4 transpose in two butterfly steps.
   __device__ __forceinline__ static void quad_transpose(u32 (&x)[4], u32 q) {
-    // Step 1 (partner q ^ 1): swap the words whose chunk parity differs from the lane's.
-    {
-      const bool odd = (q & 1u) != 0;
-      const u32 s0 = odd ? x[0] : x[1], s1 = odd ? x[2] : x[3];
-      const u32 r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-      if (odd) {
-        x[0] = r0;
-        x[2] = r1;
-      } else {
-        x[1] = r0;
-        x[3] = r1;
-      }
-    }
-    // Step 2 (partner q ^ 2): the same for the chunks' second bit.
-    {
-      const bool hi = (q & 2u) != 0;
-      const u32 s0 = hi ? x[0] : x[2], s1 = hi ? x[1] : x[3];
-      const u32 r0 = __shfl_xor_sync(0xffffffffu, s0, 2), r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
-      if (hi) {
-        x[0] = r0;
-        x[1] = r1;
-      } else {
-        x[2] = r0;
-        x[3] = r1;
-      }
-    }
+    butterfly<1>(x, q);
+    butterfly<2>(x, q);
   }
 
   /// Stores the tile's accumulators `acc` (wgmma layout, kBlockN/2 per thread and wave, wave w's
