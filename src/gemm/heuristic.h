@@ -37,11 +37,11 @@ int gemm_max_stages(int block_m, int block_n, const GemmDeviceLimits& lim);
 /// `groups` independent problems of m x n x k each (1 for the dense GEMM; grouped GEMMs pass the
 /// expected rows per group). `allow_split_k` (the dense GEMM): split-K candidates, and the model's
 /// term for one or two M blocks whose A every CTA reads at once (calibrated on the dense GEMM only).
-/// `allow_wide`: 256-row tiles (two 128-row waves per tile) are candidates. Launches of at most two
-/// waves of 128- or 256-row tiles with at least 8 K blocks get GemmConfig::direct_store (and the stage
-/// it frees). `contiguous`: the
-/// groups lie in one flat layout of 128-aligned segments (ContiguousScheduler), where 256-row units
-/// run across group boundaries, so a group of m rows costs ceil(m / 128) / 2 such tiles.
+/// `allow_wide`: 256-row tiles (two 128-row waves per tile) are candidates. `contiguous`: the groups
+/// lie in one flat layout of 128-aligned segments (ContiguousScheduler), where 256-row units run
+/// across group boundaries, so a group of m rows costs ceil(m / 128) / 2 such tiles. Launches of at
+/// most two waves of 128- or 256-row tiles with at least 8 K blocks get GemmConfig::direct_store (and
+/// the stage it frees).
 GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceLimits& lim, int64_t groups = 1,
                               bool allow_split_k = false, bool allow_wide = true, bool contiguous = false);
 

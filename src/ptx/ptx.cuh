@@ -1,7 +1,8 @@
 // moekit — the one layer of inline PTX for Hopper (sm_90a).
 //
 // Every kernel talks to the hardware through these wrappers: shared-memory addresses, mbarriers,
-// the tensor memory accelerator (TMA) loads and stores, proxy fences, warpgroup MMA control and
+// the tensor memory accelerator (TMA) loads (with L2 cache policies) and stores, proxy fences,
+// predicated global stores, warpgroup MMA control and
 // descriptors, stmatrix, named barriers, setmaxnreg and conversions. The header includes nothing
 // so that NVRTC can compile it without the CUDA toolkit headers.
 #pragma once

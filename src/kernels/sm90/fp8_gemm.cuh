@@ -114,7 +114,6 @@ struct Fp8GemmTraits {
 #define MOEKIT_DIAG_NO_PROMOTE 0
 #endif
 
-
 /// Scales of one K block for this thread's two rows (per wave).
 struct KBlockScales {
   float sa0, sa1;  ///< A scales of rows r0 and r0 + 8
