@@ -2,9 +2,9 @@
 //
 // Every kernel talks to the hardware through these wrappers: shared-memory addresses, mbarriers,
 // the tensor memory accelerator (TMA) loads (with L2 cache policies) and stores, proxy fences,
-// predicated global stores, warpgroup MMA control and
-// descriptors, stmatrix, named barriers, setmaxnreg and conversions. The header includes nothing
-// so that NVRTC can compile it without the CUDA toolkit headers.
+// predicated global stores, warpgroup MMA control and descriptors, stmatrix, named barriers,
+// setmaxnreg and conversions. The header includes nothing so that NVRTC can compile it without
+// the CUDA toolkit headers.
 #pragma once
 
 namespace moekit::ptx {
