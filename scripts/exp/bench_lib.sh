@@ -89,7 +89,7 @@ masked_round() {
 # trace_masked CFG CASE: one traced launch (MOEKIT_TRACE_GEMM) of masked CASE under MOEKIT_GROUPED_CONFIG=CFG.
 trace_masked() {
   MOEKIT_GROUPED_CONFIG=$1 MOEKIT_TRACE_GEMM=masked timeout 60 ./build/moekit bench grouped --no-baseline --reps 2 --case $2 2>&1 |
-    grep -A3 "moekit trace" | tail -4 | cut -c1-500
+    grep -A4 "moekit trace" | tail -5 | cut -c1-500
 }
 
 # final_check: the main benches, three more rounds of DeepGEMM's masked rows alone (their spread between
@@ -98,7 +98,7 @@ final_check() {
   main_benches
   MASKED="--case masked:1:1024:4096:7168 --case masked:1:1024:7168:2048 --case masked:2:512:4096:7168 --case masked:2:512:7168:2048 --case masked:4:256:4096:7168 --case masked:4:256:7168:2048"
   for r in 1 2 3; do masked_round "masked r$r"; done
-  MOEKIT_TRACE_GEMM=fp8_gemm timeout 60 ./build/moekit bench grouped --no-baseline --reps 2 --case masked:4:256:7168:2048 2>&1 | grep -A3 "moekit trace" | tail -4
+  MOEKIT_TRACE_GEMM=fp8_gemm timeout 60 ./build/moekit bench grouped --no-baseline --reps 2 --case masked:4:256:7168:2048 2>&1 | grep -A4 "moekit trace" | tail -5
 }
 
 # session_final [PROBE SHOW]: a session's final check after gpu_suite.sh — the sanitizers ($MEMCHECK_FILTER,

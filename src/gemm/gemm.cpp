@@ -205,8 +205,16 @@ void print_gemm_trace(unsigned long long* trace, unsigned ctas, const char* body
     if (span.empty()) break;
     per_tile += concat(" #", i, "(", span.size(), ") ", summary(span), ";");
   }
-  std::fprintf(stderr, "moekit trace %s %s (us, min/med/max over CTAs)\n  %s\n  %s\n  %s\n", body, c.str().c_str(),
-               at.c_str(), gap.c_str(), per_tile.c_str());
+  // The SM clock from the first stage to the last K loop's end: cycles / nanoseconds.
+  std::vector<double> mhz;
+  for (unsigned i = 0; i < ctas; ++i) {
+    const unsigned long long* r = &h[size_t(kSlots) * i];
+    const unsigned long long clk0 = r[sm90::kGemmTraceSlotClock], clk1 = r[sm90::kGemmTraceSlotClock + 1];
+    if (r[2] && r[3] > r[2] && clk1 > clk0) mhz.push_back(1e3 * double(clk1 - clk0) / double(r[3] - r[2]));
+  }
+  std::fprintf(stderr,
+               "moekit trace %s %s (us, min/med/max over CTAs)\n  %s\n  %s\n  %s\n  SM clock over the K loops (MHz) %s\n",
+               body, c.str().c_str(), at.c_str(), gap.c_str(), per_tile.c_str(), summary(mhz).c_str());
   // MOEKIT_TRACE_DUMP=<file>: every CTA's row appended (us from the first entry; SM id; tile count).
   if (const char* path = std::getenv("MOEKIT_TRACE_DUMP"); path && *path) {
     if (FILE* f = std::fopen(path, "a")) {

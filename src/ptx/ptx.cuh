@@ -1,10 +1,10 @@
 // moekit — the one layer of inline PTX for Hopper (sm_90a).
 //
 // Every kernel talks to the hardware through these wrappers: shared-memory addresses, mbarriers,
-// the tensor memory accelerator (TMA) loads (with L2 cache policies) and stores, proxy fences,
-// predicated global stores, warpgroup MMA control and descriptors, stmatrix, named barriers,
-// setmaxnreg and conversions. The header includes nothing so that NVRTC can compile it without
-// the CUDA toolkit headers.
+// the tensor memory accelerator (TMA) loads (with L2 cache policies), prefetches and stores, proxy
+// fences, predicated global stores, warpgroup MMA control and descriptors, stmatrix, named
+// barriers, setmaxnreg and conversions. The header includes nothing so that NVRTC can compile it
+// without the CUDA toolkit headers.
 #pragma once
 
 namespace moekit::ptx {
@@ -49,6 +49,13 @@ __device__ __forceinline__ void griddep_launch_dependents() {
 __device__ __forceinline__ unsigned long long globaltimer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// The SM's cycle counter (diagnostics only).
+__device__ __forceinline__ unsigned long long clock64() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
   return t;
 }
 
@@ -202,6 +209,9 @@ __device__ __forceinline__ void tma_load_2d_hint(u32 dst, const TmaDescriptor* d
       ::"r"(dst), "l"(desc), "r"(bar), "r"(c0), "r"(c1), "l"(policy)
       : "memory");
 }
+
+/// Prefetches the line holding `p` into this SM's L1 (a hint).
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 
 /// L2 cache policy for the *_hint loads: lines evicted first (data streamed once).
 __device__ __forceinline__ u64 l2_policy_evict_first() {

@@ -113,6 +113,22 @@ struct Fp8GemmTraits {
 #ifndef MOEKIT_DIAG_NO_PROMOTE
 #define MOEKIT_DIAG_NO_PROMOTE 0
 #endif
+/// Compile-time switches for A/B runs, -1 = the per-kernel default (Fp8GemmMath::kSbAhead,
+/// kSbPrefetch): MOEKIT_SB_AHEAD 0 / 1, MOEKIT_SB_PREFETCH 0 / 1 / 2 / 3.
+#ifndef MOEKIT_SB_AHEAD
+#define MOEKIT_SB_AHEAD -1
+#endif
+#ifndef MOEKIT_SB_PREFETCH
+#define MOEKIT_SB_PREFETCH -1
+#endif
+
+/// Prefetches into L1 the 128-byte lines holding the `n` floats at `row`, from its first line or
+/// (skip_first) its second.
+__device__ __forceinline__ void prefetch_l1_lines(const float* row, u32 n, bool skip_first) {
+  const ptx::u64 last = reinterpret_cast<ptx::u64>(row + n - 1) & ~ptx::u64(127);
+  ptx::u64 line = (reinterpret_cast<ptx::u64>(row) & ~ptx::u64(127)) + (skip_first ? 128u : 0u);
+  for (; line <= last; line += 128) ptx::prefetch_l1(reinterpret_cast<const void*>(line));
+}
 
 /// Scales of one K block for this thread's two rows (per wave).
 struct KBlockScales {
@@ -161,6 +177,20 @@ struct Fp8GemmMath {
   static constexpr bool kOrdered =
       T::kWgM == 2 && T::kWgN == 1 && T::kSplit == 1 && MOEKIT_WG_ORDER && (T::kWaves == 1 || MOEKIT_WAVE_ORDER);
   static constexpr u32 kOrderBar = 2;  // 1 is the epilogues'
+  /// How the B scales (one per K block, read through L1 from rows of num_kb floats) reach the
+  /// promotion without waiting on a miss — at a CTA's first tile the row's lines are cold in L2 too,
+  /// and a new line starts every 32 K blocks. Measured per kernel (H100, perf-notes v33):
+  ///  * kSbAhead: each K block's scales are loaded one K block ahead (the first by begin_tile)
+  ///    instead of after the stage's wait. The MoE GEMM1 (side-by-side warpgroups, kWgN = 2): prefill
+  ///    stage −0.8%; the 256-row tiles +1.6…+2.5% (contiguous 4 x 8192 (4096, 7168)).
+  ///  * kSbPrefetch: begin_tile prefetches the rows' lines into L1 — 0 none, 1 every line of every
+  ///    tile, 2 every line of a CTA's first tile (whose loads leave time to spare) and all but the
+  ///    first line of the later ones, 3 only the first tile's. Mode 2: DeepGEMM's masked rows −2…−3%,
+  ///    dense 1024x4096x7168 −3%, contiguous −0.5%; on the MoE GEMM1 +0.6%. Mode 1 was slower on the
+  ///    short-K tiles of long launches (+1…+1.5%): prefetching the line a K loop is about to read
+  ///    costs more than the miss.
+  static constexpr bool kSbAhead = MOEKIT_SB_AHEAD < 0 ? T::kWgN == 2 : MOEKIT_SB_AHEAD != 0;
+  static constexpr int kSbPrefetch = MOEKIT_SB_PREFETCH < 0 ? (kSbAhead ? 0 : 2) : MOEKIT_SB_PREFETCH;
 
   const GemmParams& p;
   u32 s_a, s_b, s_full, s_empty;
@@ -175,6 +205,7 @@ struct Fp8GemmMath {
   u32 sfa_row = 0;     // this thread's first row in the A-scale stage (r0 + m0 % 4)
   u32 tok0 = 0, tok1 = 0;  // kGatherA: the tokens of this thread's two rows (0 for rows without one)
   float pre_sa0 = 0.0f, pre_sa1 = 0.0f;  // kGatherA: their scales of the next K block
+  float pre_sb0 = 0.0f, pre_sb1 = 0.0f;  // kSbAhead: the next K block's B scales
   // Warpgroups stacked along M (kWgM = 2) on a tile of at most 64 valid rows (a half tile,
   // GemmParams::tail_halves, or a short group's tile): warpgroup 1 skips the tile's K loop
   // (`active` 0; its stage and phase advance by arithmetic), warpgroup 0 releases each stage for
@@ -198,9 +229,10 @@ struct Fp8GemmMath {
     }
   }
 
-  __device__ __forceinline__ void begin_tile(const Tile& t) {
+  /// first_tile: the CTA's first (its loads are still on their way: time to spare).
+  __device__ __forceinline__ void begin_tile(const Tile& t, bool first_tile) {
     // One B-scale block, or two when this warpgroup's columns straddle a block boundary. Read from
-    // global memory (warp-uniform, L1-resident) when the stage is issued, used one step later.
+    // global memory through L1 (warp-uniform), as kSbAhead and kSbPrefetch say.
     const float* sb = p.sb + t.sb_offset;
     const u32 n_wg = t.n0 + th.wn * u32(T::kWgCols);
     // (Clamped: the ghost tile of an A-sharing pair past N reads the last block's scales.)
@@ -210,6 +242,16 @@ struct Fp8GemmMath {
     sb_row1 = sb + blk1 * p.num_kb;
     const u32 left = u32(T::kSbRows) - n_wg % u32(T::kSbRows);
     num_former = T::kUniformSfb ? u32(T::kWgCols) / 8 : (left < u32(T::kWgCols) ? left : u32(T::kWgCols)) / 8;
+    if (kSbPrefetch != 0 && (kSbPrefetch != 3 || first_tile)) {
+      const bool skip_first = kSbPrefetch == 2 && !first_tile;
+      prefetch_l1_lines(sb_row0, p.num_kb, skip_first);
+      if (!T::kUniformSfb && blk1 != blk0) prefetch_l1_lines(sb_row1, p.num_kb, skip_first);
+    }
+    if constexpr (kSbAhead) {
+      const u32 kb0 = T::kSplitK > 1 && t.kb_begin < p.num_kb ? t.kb_begin : 0u;
+      pre_sb0 = __ldg(sb_row0 + kb0);
+      pre_sb1 = T::kUniformSfb ? pre_sb0 : __ldg(sb_row1 + kb0);
+    }
     sfa_row = th.wm * 64 + r0 + (t.m0 & 3u);
     if constexpr (T::kWaves > 1) waves = ptx::warp_uniform(t.valid_rows > 128u ? 2u : 1u);
     if constexpr (T::kWgM == 2 && T::kCluster == 1) {  // (releases into a cluster arrive once per warp)
@@ -228,10 +270,18 @@ struct Fp8GemmMath {
     }
   }
 
-  /// Waits for the current stage and reads its scales.
+  /// Waits for the current stage and reads its scales (K blocks in order from the tile's first).
   __device__ __forceinline__ KBlockScales wait_stage(u32 kb) {
-    ptx::mbar_wait(s_full + 8 * stage, phase);
     KBlockScales s;
+    if constexpr (kSbAhead) {
+      // Loaded one K block ago; the next K block's are requested before the wait.
+      s.sb0 = pre_sb0;
+      s.sb1 = pre_sb1;
+      const u32 kn = kb + 1 < p.num_kb ? kb + 1 : kb;
+      pre_sb0 = __ldg(sb_row0 + kn);
+      pre_sb1 = T::kUniformSfb ? pre_sb0 : __ldg(sb_row1 + kn);
+    }
+    ptx::mbar_wait(s_full + 8 * stage, phase);
     if constexpr (kGatherA) {
       ptx::fence_proxy_async_smem();
       s.sa0 = pre_sa0;
@@ -246,8 +296,10 @@ struct Fp8GemmMath {
         s.sa3 = sfa[kSfaWave + sfa_row + 8];
       }
     }
-    s.sb0 = __ldg(sb_row0 + kb);
-    s.sb1 = T::kUniformSfb ? s.sb0 : __ldg(sb_row1 + kb);
+    if constexpr (!kSbAhead) {
+      s.sb0 = __ldg(sb_row0 + kb);
+      s.sb1 = T::kUniformSfb ? s.sb0 : __ldg(sb_row1 + kb);
+    }
     return s;
   }
 
@@ -580,14 +632,18 @@ __device__ __forceinline__ void fp8_gemm_math(const GemmParams& p, u32 s_d, u32 
   // Diagnostics (GemmParams::trace): timestamps go straight to global memory, so nothing extra
   // stays live in registers across the K loop.
   auto stamp = [&](u32 slot) {
-    if (p.trace != nullptr && threadIdx.x == 0) p.trace[kGemmTraceSlots * blockIdx.x + slot] = ptx::globaltimer();
+    if (p.trace != nullptr && threadIdx.x == 0) {
+      p.trace[kGemmTraceSlots * blockIdx.x + slot] = ptx::globaltimer();
+      if (slot == 2 || slot == 3)
+        p.trace[kGemmTraceSlots * blockIdx.x + kGemmTraceSlotClock + slot - 2] = ptx::clock64();
+    }
   };
   for (bool first = true;; first = false) {
     {
       Tile t;
       if (!tiles.pop(t)) break;
       if (first) stamp(1);
-      m.begin_tile(t);
+      m.begin_tile(t, first);
       if (!waited) pdl_wait();
       if constexpr (kGatherA) m.prefetch_sa(0);
       if (first && p.trace != nullptr && threadIdx.x == 0) {

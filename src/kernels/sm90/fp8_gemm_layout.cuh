@@ -178,7 +178,7 @@ struct GemmParams {
   /// Diagnostics (null in production, zeroed by the host): per CTA, kGemmTraceSlots values written
   /// by the first math thread — timestamps (ns) of entry, first tile scheduled, first stage ready,
   /// last tile's K loop done, last tile's epilogue issued, exit; then the K loop end of each of the
-  /// first kGemmTraceTiles tiles, the SM id and the number of tiles (kGemmTraceSlot*).
+  /// first kGemmTraceTiles tiles, the SM id, the number of tiles and two cycle counts (kGemmTraceSlot*).
   unsigned long long* trace;
   /// Dynamic tile scheduling (contiguous scheduler, clusters of 1 or 2): null = static (CTA c takes
   /// units c, c + G, c + 2G, ... of the rasterized order); else a device counter that is 0 when the
@@ -233,7 +233,9 @@ inline constexpr unsigned kGemmTraceTiles = 12;
 inline constexpr unsigned kGemmTraceSlotTile0 = 6;  ///< K loop end of tile i at slot 6 + i
 inline constexpr unsigned kGemmTraceSlotSm = kGemmTraceSlotTile0 + kGemmTraceTiles;
 inline constexpr unsigned kGemmTraceSlotTiles = kGemmTraceSlotSm + 1;
-inline constexpr unsigned kGemmTraceSlots = kGemmTraceSlotTiles + 1;
+/// The SM's cycle counter at the first stage and at the last K loop's end (the SM clock between them).
+inline constexpr unsigned kGemmTraceSlotClock = kGemmTraceSlotTiles + 1;
+inline constexpr unsigned kGemmTraceSlots = kGemmTraceSlotClock + 2;
 
 /// Shared memory of the MoE GEMM1 epilogue for a 64-row tile: the FP8 tile of 128 h columns
 /// (128-byte swizzled rows) and the two warpgroups' row maxima, rounded to 1024 bytes.
