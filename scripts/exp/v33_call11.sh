@@ -1,5 +1,5 @@
-# v33 device call 11 (needs a temporary knob, MOEKIT_SB_PREFETCH_64, that was not kept): the 64-row tiles' B-scale prefetch,
-# (the final check's, MOEKIT_SB_PREFETCH_64=2): decode-like rows, bench gemm at M = 64 / 128, the layer at small T;
+# v33 device call 11 (needs a temporary knob, MOEKIT_SB_PREFETCH_64, not kept): the 64-row tiles' B-scale prefetch in mode 3
+# (first tile only) against mode 2 (the final check's): decode-like rows, bench gemm at M = 64 / 128, the layer at small T;
 # two interleaved rounds. Tests with 64-row tiles first.
 GTEST_FILTER='GroupedGemmMasked.*:GemmFp8.RandomShapes:GemmFp8.EveryTileShape:MoeLayer.*' source scripts/exp/gpu_suite.sh
 source scripts/exp/bench_lib.sh
