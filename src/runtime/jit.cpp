@@ -14,6 +14,7 @@
 #include "runtime/device.h"
 #include "runtime/driver.h"
 #include "runtime/embedded.h"
+#include "runtime/knobs.h"
 
 namespace moekit::jit {
 namespace fs = std::filesystem;
@@ -75,7 +76,7 @@ std::vector<char> nvrtc_compile(const std::string& source, const std::string& na
     detail::throw_error(ErrorCode::kCompileError,
                         detail::concat("moekit: NVRTC failed to compile ", name_hint, ":\n", log));
   }
-  if (std::getenv("MOEKIT_JIT_VERBOSE") && log_size > 1) std::fprintf(stderr, "[moekit jit] %s:\n%s\n", name_hint.c_str(), log.c_str());
+  if (detail::knobs().jit_verbose && log_size > 1) std::fprintf(stderr, "[moekit jit] %s:\n%s\n", name_hint.c_str(), log.c_str());
   size_t size = 0;
   check_nvrtc(nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
   std::vector<char> cubin(size);
@@ -122,11 +123,7 @@ std::string cache_dir() {
   static std::once_flag once;
   static std::string dir;
   std::call_once(once, [] {
-    fs::path p;
-    if (const char* d = std::getenv("MOEKIT_CACHE_DIR"); d && *d) p = d;
-    else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) p = fs::path(x) / "moekit";
-    else if (const char* h = std::getenv("HOME"); h && *h) p = fs::path(h) / ".cache" / "moekit";
-    else p = "/tmp/moekit-cache";
+    const fs::path p = detail::knobs().cache_dir;
     std::error_code ec;
     fs::create_directories(p, ec);
     dir = p.string();
