@@ -3,7 +3,7 @@
 //
 //   moekit bench moe [--preset NAME|all] [--tokens 1,8,64,...] [--reps R] [--format text|csv|json]
 //                    [--no-check] [--no-baseline] [--gemm1-promote-k 0|32|64|128] [--cooldown-ms MS]
-//                    [--energy] [--data uniform|normal]
+//                    [--energy] [--data uniform|normal] [--explain]
 //
 // Inputs (--data uniform, the default): x uniform in [-1, 1); with --data normal, x ~ N(0, 1) and
 // the weight codes those of amax-scaled normal weights (bench_util.h, BenchData). Router logits
@@ -28,8 +28,6 @@
 //   TFLOPS       2 · T · k · 3 · H · I / us;  weight_GB/s  touched experts' FP8 weights + scales / us
 //   floor_us     touched experts' weight bytes / measured device copy bandwidth (issue 4's decode
 //                floor); x_floor = us / floor_us
-//   vllm_us      vLLM's Triton fused_moe, its two GEMM launches only, measured on the H100 for
-//                deepseek-v3 (issue 4); vs_vllm = vllm_us / us
 //   base_us      in-process unfused baseline: route + moe_sort + permute/quantize (ours), then per
 //                expert cuBLASLt block-scaled FP8 GEMM1, swiglu_quantize, per expert cuBLASLt GEMM2,
 //                moe_combine; the per-expert row counts are downloaded before timing (the baseline
@@ -44,6 +42,8 @@
 // Each timed pass longer than 20 ms (the layer's, the stages', the baseline's) starts after
 // --cooldown-ms (default 1500) of idle time, so that none runs hotter for following another
 // (perf-notes v20). In csv / json mode the table alone goes to stdout, the notes to stderr.
+// --explain prints, instead of measuring, the forward's plan per preset and T (every choice the
+// layer makes: planning/moe_plan.h); it needs no GPU (without one: the H100's limits).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -63,6 +63,7 @@
 #include "baseline/cublaslt.h"
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "bench/moe_presets.h"
 #include "common/check.h"
 #include "moe/moe_reference.h"
 #include "moe/moe_stage_trace.h"
@@ -75,27 +76,6 @@ namespace moekit::bench {
 namespace {
 
 using detail::DeviceBuffer;
-
-struct Preset {
-  const char* name;
-  int e, k;
-  int64_t h, inter;
-  RoutingMethod method;
-  bool renormalize;
-  int groups, topk_groups;
-  float scale, limit;
-};
-
-// SPEC §5.
-const Preset kPresets[] = {
-    {"deepseek-v3", 256, 8, 7168, 2048, RoutingMethod::kSigmoidGrouped, true, 8, 4, 2.5f, 0.0f},
-    {"kimi-k2", 384, 8, 7168, 2048, RoutingMethod::kSigmoidGrouped, true, 1, 1, 2.827f, 0.0f},
-    {"qwen3-235b-a22b", 128, 8, 4096, 1536, RoutingMethod::kSoftmaxTopk, true, 1, 1, 1.0f, 0.0f},
-    {"qwen3-30b-a3b", 128, 8, 2048, 768, RoutingMethod::kSoftmaxTopk, true, 1, 1, 1.0f, 0.0f},
-    {"mixtral-8x7b", 8, 2, 4096, 14336, RoutingMethod::kSoftmaxTopk, true, 1, 1, 1.0f, 0.0f},
-    {"gpt-oss-120b", 128, 4, 2880, 2880, RoutingMethod::kTopkSoftmax, false, 1, 1, 1.0f, 7.0f},
-    {"deepseek-v2-lite", 64, 6, 2048, 1408, RoutingMethod::kSoftmaxTopk, false, 1, 1, 1.0f, 0.0f},
-};
 
 /// Median µs of every stage of `forward` (see the header comment), as "name us, name us, ...".
 std::string stage_breakdown(const std::function<void()>& forward, cudaStream_t stream, int reps) {
@@ -135,26 +115,12 @@ std::string stage_breakdown(const std::function<void()>& forward, cudaStream_t s
 
 constexpr int kSampleRows = 16;  // rows checked against the reference for T > 64
 
-// vLLM's Triton fused_moe GEMM-only times for deepseek-v3 on this H100 (from issue 4), µs.
-double vllm_deepseek_us(int64_t t) {
-  switch (t) {
-    case 1: return 209;
-    case 8: return 1006;
-    case 64: return 3381;
-    case 256: return 4035;
-    case 1024: return 4366;
-    case 4096: return 6571;
-    case 16384: return 20817;
-    default: return 0;
-  }
-}
-
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: moekit bench moe [--preset NAME|all] [--tokens T1,T2,...] [--reps R]\n"
                "                        [--format text|csv|json] [--no-check] [--no-baseline]\n"
                "                        [--gemm1-promote-k 0|32|64|128] [--gemm1-input auto|permuted|gathered]\n"
-               "                        [--cooldown-ms MS] [--energy] [--data uniform|normal]\n"
+               "                        [--cooldown-ms MS] [--energy] [--data uniform|normal] [--explain]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
                "           gpt-oss-120b, deepseek-v2-lite, all\n"
                "  tokens default: 1,8,64,256,1024,4096,16384\n"
@@ -168,7 +134,10 @@ void usage(FILE* out) {
                "  --energy       joules per layer and average watts over >= 1.5 s of back-to-back forwards (NVML)\n"
                "  --data D       uniform (default: x uniform in [-1, 1), every E4M3 weight code equally likely)\n"
                "                 or normal (x ~ N(0, 1), weight codes of amax-scaled normal data, as a block-\n"
-               "                 quantized model holds them and as DeepGEMM's tests make them)\n");
+               "                 quantized model holds them and as DeepGEMM's tests make them)\n"
+               "  --explain      print the forward's plan per preset and T (layout, routing + sort fusion, gather\n"
+               "                 or permute, GEMM1 / GEMM2 configurations, scheduling, workspace) instead of\n"
+               "                 measuring; needs no GPU (uses the H100's limits then, and says so)\n");
 }
 
 /// Rows compared with the reference: all for T ≤ 64, else kSampleRows (first, last, random).
@@ -411,7 +380,7 @@ int bench_moe_main(int argc, char** argv) {
   std::vector<int64_t> tokens = {1, 8, 64, 256, 1024, 4096, 16384};
   int reps = 10;
   int cooldown_ms = 1500;
-  bool check = true, with_baseline = true, energy = false;
+  bool check = true, with_baseline = true, energy = false, explain = false;
   BenchData data = BenchData::kUniform;
   int promote_k = MoeConfig{}.gemm1_promote_k;
   MoeGemm1Input gemm1_input = MoeConfig{}.gemm1_input;
@@ -426,6 +395,7 @@ int bench_moe_main(int argc, char** argv) {
     else if (arg == "--cooldown-ms" && i + 1 < argc) cooldown_ms = std::clamp(std::atoi(argv[++i]), 0, 60000);
     else if (arg == "--no-baseline") with_baseline = false;
     else if (arg == "--energy") energy = true;
+    else if (arg == "--explain") explain = true;
     else if (arg == "--data" && i + 1 < argc) {
       if (!parse_bench_data(argv[++i], &data)) {
         std::fprintf(stderr, "moekit bench moe: --data must be uniform or normal (got '%s')\n", argv[i]);
@@ -478,6 +448,7 @@ int bench_moe_main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
+  if (explain) return explain_moe_plans(presets, tokens, promote_k, gemm1_input);
   if (!detail::gpu_available()) {
     std::fprintf(stderr, "moekit bench moe: no CUDA device visible\n");
     return 1;
@@ -507,7 +478,7 @@ int bench_moe_main(int argc, char** argv) {
   if (with_baseline) lt = std::make_unique<baseline::CublasLt>();
   std::vector<std::string> stage_lines, energy_lines;
   Table table({"preset", "T", "experts_hit", "rel_l2", "us", "route_us", "moe_us", "TFLOPS", "weight_GB/s",
-               "floor_us", "x_floor", "vllm_us", "vs_vllm", "base_us", "vs_base", "base_diff", "note"});
+               "floor_us", "x_floor", "base_us", "vs_base", "base_diff", "note"});
   int failures = 0;
   for (const Preset* p : presets) {
     const int64_t h = p->h, I = p->inter, E = p->e;
@@ -520,26 +491,8 @@ int bench_moe_main(int argc, char** argv) {
     detail::fill_random_f32(sw1.as<float>(), E * ceil_div(2 * I, 128) * kbh, 0.5e-4f, 1e-4f, 13, stream);
     detail::fill_random_f32(sw2.as<float>(), E * kbh * kbi, 0.5e-4f, 1e-4f, 14, stream);
     detail::fill_random_f32(bias.as<float>(), E, -0.01f, 0.01f, 15, stream);
-    RoutingConfig rc;
-    rc.method = p->method;
-    rc.num_experts = p->e;
-    rc.top_k = p->k;
-    rc.renormalize = p->renormalize;
-    if (p->method == RoutingMethod::kSigmoidGrouped) {
-      rc.num_groups = p->groups;
-      rc.topk_groups = p->topk_groups;
-      rc.routed_scaling_factor = p->scale;
-      rc.correction_bias = bias.as<float>();
-    }
-    MoeConfig cfg;
-    cfg.num_experts = p->e;
-    cfg.top_k = p->k;
-    cfg.hidden = h;
-    cfg.inter = I;
-    cfg.routing = rc;
-    cfg.limit = p->limit;
-    cfg.gemm1_promote_k = promote_k;
-    cfg.gemm1_input = gemm1_input;
+    const MoeConfig cfg = preset_moe_config(*p, promote_k, gemm1_input, bias.as<float>());
+    const RoutingConfig& rc = *cfg.routing;
     MoeLayer layer(cfg);
     DeviceBuffer prepared(layer.prepared_weight_bytes());
     layer.prepare_weights({w1.get(), sw1.as<float>(), w2.get(), sw2.as<float>()}, prepared.get(), prepared.bytes(),
@@ -550,7 +503,7 @@ int bench_moe_main(int argc, char** argv) {
       std::vector<std::string> row = {p->name, std::to_string(t)};
       std::vector<std::string> notes;
       std::string hit_s = "-", rel_s = "-", us_s = "-", route_s = "-", moe_s = "-", tf_s = "-", gbs_s = "-",
-                  floor_s = "-", xf_s = "-", vllm_s = "-", vsv_s = "-", base_s = "-", vsb_s = "-", bdiff_s = "-";
+                  floor_s = "-", xf_s = "-", base_s = "-", vsb_s = "-", bdiff_s = "-";
       try {
         const int64_t tk = std::max<int64_t>(t * p->k, 1);
         DeviceBuffer x(size_t(std::max<int64_t>(t, 1) * h * 2)), logits(size_t(std::max<int64_t>(t, 1) * E * 4));
@@ -602,7 +555,6 @@ int bench_moe_main(int argc, char** argv) {
         const std::set<int32_t> hit(hid.begin(), hid.end());
         const double flops = 2.0 * double(t) * p->k * double(3 * I * h);
         const double floor_us = double(hit.size()) * expert_bytes / copy_bw * 1e6;
-        const double vllm = std::strcmp(p->name, "deepseek-v3") == 0 ? vllm_deepseek_us(t) : 0.0;
         hit_s = std::to_string(hit.size());
         us_s = fmt("%.1f", us);
         route_s = fmt("%.1f", route_us);
@@ -612,10 +564,6 @@ int bench_moe_main(int argc, char** argv) {
           gbs_s = fmt("%.0f", double(hit.size()) * expert_bytes / (us * 1e-6) / 1e9);
           floor_s = fmt("%.1f", floor_us);
           xf_s = fmt("%.2f", us / floor_us);
-        }
-        if (vllm > 0) {
-          vllm_s = fmt("%.0f", vllm);
-          vsv_s = fmt("%.2f", vllm / us);
         }
         if (check && t > 0) {
           const double rel = reference_rel_l2(*p, x, y, ids, wts, check_rows(t, 77 + uint64_t(t)), w1, sw1, w2, sw2);
@@ -647,7 +595,7 @@ int bench_moe_main(int argc, char** argv) {
       }
       std::string note;
       for (const auto& s : notes) note += (note.empty() ? "" : "; ") + s;
-      row.insert(row.end(), {hit_s, rel_s, us_s, route_s, moe_s, tf_s, gbs_s, floor_s, xf_s, vllm_s, vsv_s, base_s,
+      row.insert(row.end(), {hit_s, rel_s, us_s, route_s, moe_s, tf_s, gbs_s, floor_s, xf_s, base_s,
                              vsb_s, bdiff_s, note.empty() ? "-" : note});
       table.add_row(std::move(row));
       if (format == "text") {  // progress: print the table so far

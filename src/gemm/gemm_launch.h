@@ -95,9 +95,12 @@ GemmConfig config_from_env(const char* name, const GemmConfig& c);
 unsigned tail_halves_setting();
 
 /// grouped_gemm_fp8_contiguous with dynamic tile scheduling when `tile_counter` (a device counter
-/// that is 0 at launch; the caller zeroes it) is not null (GemmParams::tile_counter).
+/// that is 0 at launch; the caller zeroes it) is not null (GemmParams::tile_counter), and with
+/// `config` when given (the MoE plan's pick, select_grouped_contiguous_config) instead of the
+/// heuristic's.
 void grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,
-                                         const int32_t* counts, unsigned* tile_counter, cudaStream_t stream);
+                                         const int32_t* counts, unsigned* tile_counter, cudaStream_t stream,
+                                         const GemmConfig* config = nullptr);
 
 /// Dynamic shared memory of configuration `c` in `family`.
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family);

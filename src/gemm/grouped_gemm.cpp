@@ -10,6 +10,7 @@
 #include "moekit/numerics.h"
 #include "runtime/device.h"
 #include "runtime/jit.h"
+#include "runtime/knobs.h"
 
 namespace moekit {
 namespace detail {
@@ -65,10 +66,7 @@ void launch_grouped(const char* body, const GroupedGemmFp8Args& a, int64_t rows,
 // take the same unit); measured on the MoE layer's prefill GEMM2 (H100, perf-notes v22), dynamic
 // single CTAs beat static pairs by 14% (4030 vs 4662 us at T = 16384).
 GemmConfig contiguous_config(int64_t rows, int64_t groups, int64_t n, int64_t k, bool dynamic = false) {
-  GemmConfig c = grouped_config(std::max<int64_t>(1, rows / groups), groups, n, k, true);
-  if (dynamic) c.multicast = 1;
-  c.num_sms = cluster_ctas(c, ceil_div(rows, c.block_m), n);
-  return c;
+  return select_grouped_contiguous_config(rows, groups, n, k, dynamic, device_limits(), knobs().grouped_config);
 }
 
 GemmConfig masked_config(int64_t max_m, int64_t groups, int64_t n, int64_t k) {
@@ -83,6 +81,18 @@ void prepare(const GemmConfig& c, const char* body) {
 }
 
 }  // namespace
+
+GemmConfig select_grouped_contiguous_config(int64_t rows, int64_t groups, int64_t n, int64_t k, bool dynamic,
+                                            const GemmDeviceLimits& lim, const std::string& forced) {
+  GemmConfig c = forced.empty()
+                     ? select_gemm_config(std::max<int64_t>(1, rows / groups), n, k, lim, groups, false, true, true)
+                     : GemmConfig::parse(forced);
+  if (!sm90::gemm_cluster_shares_a(c.block_m, c.multicast)) c.multicast = 1;
+  if (dynamic) c.multicast = 1;
+  c.num_sms = cluster_ctas(c, ceil_div(rows, c.block_m), n);
+  return c;
+}
+
 }  // namespace detail
 
 std::vector<int32_t> contiguous_offsets(const std::vector<int32_t>& counts) {
@@ -111,7 +121,8 @@ void grouped_gemm_fp8_contiguous(const GroupedGemmFp8Args& a, int64_t rows, cons
 }
 
 void detail::grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,
-                                                 const int32_t* counts, unsigned* tile_counter, cudaStream_t stream) {
+                                                 const int32_t* counts, unsigned* tile_counter, cudaStream_t stream,
+                                                 const GemmConfig* config) {
   constexpr const char* fn = "moekit::grouped_gemm_fp8_contiguous";
   MOEKIT_REQUIRE(rows >= 0 && rows % kGroupAlign == 0, ErrorCode::kInvalidArgument, fn, ": rows = ", rows,
                  " must be a non-negative multiple of ", kGroupAlign);
@@ -119,7 +130,7 @@ void detail::grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, in
   if (rows == 0) return;
   MOEKIT_REQUIRE(offsets && counts, ErrorCode::kInvalidArgument, fn, ": offsets and counts are required");
   detail::require_sm90(fn);
-  const GemmConfig c = detail::contiguous_config(rows, a.num_groups, a.n, a.k, tile_counter != nullptr);
+  const GemmConfig c = config ? *config : detail::contiguous_config(rows, a.num_groups, a.n, a.k, tile_counter != nullptr);
   detail::launch_grouped("fp8_gemm_contiguous", a, rows, c, offsets, counts, 0, stream, tile_counter);
 }
 

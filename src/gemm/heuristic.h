@@ -64,6 +64,13 @@ GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_p
 GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64_t rows_bound, int64_t n, int64_t k,
                                    const GemmDeviceLimits& lim);
 
+/// The contiguous grouped GEMM's configuration for `rows` (a rows bound) over `groups` groups of
+/// n x k: the grouped model's pick (or the GemmConfig string `forced`, when not empty), pairs only
+/// where they share A, single CTAs when `dynamic` (tile counter), at most one CTA per tile.
+/// Defined beside the launch (grouped_gemm.cpp); the MoE plan picks the rows GEMM2's with it.
+GemmConfig select_grouped_contiguous_config(int64_t rows, int64_t groups, int64_t n, int64_t k, bool dynamic,
+                                            const GemmDeviceLimits& lim, const std::string& forced = {});
+
 /// Empty if `c` can run this shape on this device, else the reason.
 std::string gemm_config_problem(const GemmConfig& c, const GemmDeviceLimits& lim);
 

@@ -20,16 +20,14 @@
 //   its rows in bf16 (grouped GEMM) and moe_combine sums each token's slots in slot order in FP32
 //   — bit-identical run to run.
 // I % 64 != 0 (rare): the unfused pipeline (moe_unfused.cpp) on an unprepared copy of W1.
+// Which of these runs, and how, is the plan's (planning/moe_plan.h); this file only executes it.
 #include "moe/moe_forward.h"
-
-#include <algorithm>
-#include <cstdlib>
 
 #include "common/check.h"
 #include "gemm/gemm_launch.h"
-#include "moe/workspace_carver.h"
 #include "moe/moe_gemm.h"
 #include "moe/moe_permute.h"
+#include "moe/moe_sort_reference.h"
 #include "moe/moe_stage_trace.h"
 #include "moe/route_sort.h"
 #include "moe/moe_unfused.h"
@@ -41,50 +39,36 @@
 namespace moekit::detail {
 namespace {
 
-bool fused_layout(int64_t inter) { return inter % 64 == 0; }
-
-// Largest FP32 accumulator y_acc [T, H] for which GEMM2 scatter-adds (a third of the H100's L2).
-constexpr int64_t kScatterAccBytesMax = int64_t(16) << 20;
-
-constexpr int kCounters = 2;
-
-// The permute stores each token's scales once and gathers them by row (TokenScales) from 2^19
-// per-slot scale stores (T * k * ceil(H / 128)) on. Measured on the H100 (perf-notes v25), permute
-// stage us, per-slot → gathered: deepseek-v3 T = 4096 (1.8 M stores) 142 → 114, T = 16384 (7.3 M)
-// 584 → 463; gpt-oss-120b T = 16384 (1.5 M) 123 → 110, T = 4096 (0.38 M) 32 → 32; mixtral-8x7b
-// T = 4096 (0.26 M) 30 → 33, T = 2048 17 → 20 (the second launch costs more than it saves there).
-bool token_scales_pay(int64_t num_tokens, int top_k, int64_t hidden) {
-  return num_tokens * top_k * ceil_div(hidden, kQuantBlock) >= (int64_t{1} << 19);
-}
-
-struct Plan : MoeSortRegions {  // sort, ws, ws_bytes, rows
+// The workspace regions of a fused forward, at the plan's offsets.
+struct Regions {
+  MoeSortBuffers sort;  // invalid_count is the caller's
+  void* sort_scratch;
   uint8_t* a_perm;
   float* sa_perm;
   uint8_t* hq;
   float* sh;
-  float* y_acc;     // fused GEMM2
-  uint16_t* d2;     // deterministic GEMM2
-  unsigned* counters;  // [kCounters] zeroed by the permute: GEMM1's and GEMM2's dynamic tile counters
-  float* sx_tokens;    // [T, ceil(H/128)]: the permute's token-major scales (TokenScales)
-  size_t bytes;
+  float* y_acc;         // scatter-add GEMM2
+  uint16_t* d2;         // rows GEMM2 (the same bytes)
+  unsigned* counters;   // [kMoeTileCounters] zeroed by the permute: GEMM1's and GEMM2's tile counters
+  float* sx_tokens;     // [T, ceil(H/128)]: the permute's token-major scales (TokenScales)
 };
 
-Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_count) {
-  WorkspaceCarver c{base};
-  Plan p{};
-  static_cast<MoeSortRegions&>(p) = take_sort_regions(c, t, k, local_count);
-  p.a_perm = c.take<uint8_t>(p.rows * h);
-  p.sa_perm = c.take<float>(sfa_physical_size(p.rows, h));
-  p.hq = c.take<uint8_t>(p.rows * inter);
-  p.sh = c.take<float>(sfa_physical_size(p.rows, inter));
-  // GEMM2's output: the FP32 accumulator, or (deterministic mode) bf16 rows; never both.
-  const int64_t out_bytes = std::max<int64_t>(t * h * 4, p.rows * h * 2);
-  p.y_acc = reinterpret_cast<float*>(c.take<char>(out_bytes));
-  p.d2 = reinterpret_cast<uint16_t*>(p.y_acc);
-  p.counters = c.take<unsigned>(kCounters);
-  p.sx_tokens = c.take<float>(t * ceil_div(h, kQuantBlock));
-  p.bytes = c.used;
-  return p;
+Regions regions(char* base, const MoeWorkspacePlan& w) {
+  Regions r{};
+  r.sort.expert_counts = reinterpret_cast<int32_t*>(base + w.expert_counts);
+  r.sort.expert_offsets = reinterpret_cast<int32_t*>(base + w.expert_offsets);
+  r.sort.permuted_to_expanded = reinterpret_cast<int32_t*>(base + w.permuted_to_expanded);
+  r.sort.expanded_to_permuted = reinterpret_cast<int32_t*>(base + w.expanded_to_permuted);
+  r.sort_scratch = base + w.sort_scratch;
+  r.a_perm = reinterpret_cast<uint8_t*>(base + w.a_perm);
+  r.sa_perm = reinterpret_cast<float*>(base + w.sa_perm);
+  r.hq = reinterpret_cast<uint8_t*>(base + w.hq);
+  r.sh = reinterpret_cast<float*>(base + w.sh);
+  r.y_acc = reinterpret_cast<float*>(base + w.gemm2_out);
+  r.d2 = reinterpret_cast<uint16_t*>(base + w.gemm2_out);
+  r.counters = reinterpret_cast<unsigned*>(base + w.tile_counters);
+  r.sx_tokens = reinterpret_cast<float*>(base + w.token_scales);
+  return r;
 }
 
 }  // namespace
@@ -92,7 +76,7 @@ Plan carve(char* base, int64_t t, int k, int64_t h, int64_t inter, int local_cou
 MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t inter) {
   MoePreparedSizes s;
   const int64_t kbh = ceil_div(hidden, kQuantBlock);
-  if (fused_layout(inter)) {
+  if (moe_fused_layout(inter)) {
     const int64_t rows_p = moe_prepared_w1_rows(inter);
     // K-block tiled (moe_weights.cu): K padded to whole 128-byte K blocks.
     s.w1_bytes = static_cast<size_t>(num_experts) * size_t(rows_p) * size_t(kbh) * 128;
@@ -107,7 +91,7 @@ MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t int
 
 void moe_prepare_w1(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,
                     float* sw1p, cudaStream_t stream) {
-  if (fused_layout(inter)) {
+  if (moe_fused_layout(inter)) {
     moe_prepare_w1_fused(w1, sw1, num_experts, hidden, inter, w1p, sw1p, stream);
     return;
   }
@@ -117,102 +101,96 @@ void moe_prepare_w1(const void* w1, const float* sw1, int num_experts, int64_t h
 }
 
 size_t moe_forward_workspace_size(int64_t num_tokens, int top_k, int64_t hidden, int64_t inter, int local_count) {
-  if (!fused_layout(inter)) return moe_unfused_workspace_size(num_tokens, top_k, hidden, inter, local_count);
-  return carve(nullptr, num_tokens, top_k, hidden, inter, local_count).bytes;
+  if (!moe_fused_layout(inter)) return moe_unfused_workspace_size(num_tokens, top_k, hidden, inter, local_count);
+  return moe_workspace_plan(num_tokens, top_k, hidden, inter, local_count,
+                            moe_sort_workspace_size(num_tokens, top_k, local_count))
+      .bytes;
 }
 
-void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  MoeForwardArgs a = args;
-  const bool fused = fused_layout(a.inter);
-  const Plan p = carve(static_cast<char*>(workspace), a.num_tokens, a.top_k, a.hidden, a.inter, a.local_count);
-  MOEKIT_REQUIRE(!fused || workspace_bytes >= p.bytes, ErrorCode::kInvalidArgument,
-                 "moekit::detail::moe_forward: workspace ", workspace_bytes, " bytes < ", p.bytes, " needed");
+namespace {
+
+void run_unfused(const MoePlan& plan, const MoeForwardRequest& r, const int32_t* ids, const float* weights,
+                 void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  const MoeConfig& c = plan.layer;
+  MoeUnfusedArgs u;
+  u.num_tokens = plan.num_tokens;
+  u.top_k = c.top_k;
+  u.hidden = c.hidden;
+  u.inter = c.inter;
+  u.num_experts = c.num_experts;
+  u.local_offset = c.local_offset;
+  u.local_count = c.local_count;
+  u.limit = c.limit;
+  u.x = r.x;
+  u.topk_ids = ids;
+  u.topk_weights = weights;
+  u.w1 = r.w1p;
+  u.sw1 = r.sw1p;
+  u.w2 = r.w2;
+  u.sw2 = r.sw2;
+  u.y = r.y;
+  u.invalid_count = r.invalid_count;
+  moe_forward_unfused(u, workspace, workspace_bytes, stream);
+  moe_stage_mark("unfused_forward", stream);
+}
+
+}  // namespace
+
+void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream) {
+  const MoeConfig& c = plan.layer;
+  const int64_t t = plan.num_tokens;
+  const int k = c.top_k;
+  const int64_t h = c.hidden;
+  if (t == 0) return;
+  MOEKIT_REQUIRE(!plan.fused_layout || workspace_bytes >= plan.workspace.bytes, ErrorCode::kInvalidArgument,
+                 "moekit::detail::moe_forward: workspace ", workspace_bytes, " bytes < ", plan.workspace.bytes,
+                 " needed");
+  const Regions p = regions(static_cast<char*>(workspace), plan.workspace);
   MoeSortBuffers sort = p.sort;
-  sort.invalid_count = a.invalid_count;
-  // The FP32 scatter-add pays off while y_acc stays in L2; past that its atomics miss to DRAM
-  // (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms) and bf16 rows + the ordered
-  // combine move fewer bytes.
-  const bool rows_then_combine = a.deterministic || a.num_tokens * a.hidden * 4 > kScatterAccBytesMax;
-  const MoeLoadEstimate load = moe_expected_load(a.num_tokens, a.top_k, a.num_experts, a.local_count);
-  // GEMM1's activations: quantized once per token either way; then either permuted copies (one
-  // per slot, TMA tiles) or the tokens in place, gathered row by row by GEMM1. The pass also
-  // zeroes y_acc (no memset launch) and the GEMMs' tile counters. Gathered, the token-major xq / sx
-  // live in the permuted buffers' space (T <= rows).
-  const bool gather = a.num_tokens > 0 && moe_gemm1_gather(a.gemm1_input, a.num_tokens, a.hidden, load);
-  float* zero_acc = rows_then_combine ? nullptr : p.y_acc;
-  bool sorted = false;     // the fused route + sort ran
-  bool quantized = false;  // the sort's launch quantized the tokens (the gather variant's input)
-  static const bool fuse_quantize = [] {  // MOEKIT_FUSED_QUANT=0: the quantize pass as a kernel of its own
-    const char* v = std::getenv("MOEKIT_FUSED_QUANT");
-    return v == nullptr || v[0] != '0';
-  }();
-  const RouteSortQuantize q{a.x, a.hidden, p.a_perm, p.sa_perm, zero_acc, p.counters, kCounters};
-  if (a.routing) {
-    a.topk_ids = a.routed_ids;
-    a.topk_weights = a.routed_weights;
-    if (fused && a.num_tokens > 0 && !moe_diag_skip("route") &&
-        moe_route_sort_applies(*a.routing, a.num_tokens, a.local_count)) {
-      quantized = fuse_quantize && gather && !moe_diag_skip("permute_quant");
-      moe_route_sort(*a.routing, a.logits, a.logits_type, a.num_tokens, a.routed_ids, a.routed_weights,
-                     a.num_experts, a.local_offset, a.local_count, sort, p.ws, p.ws_bytes, stream,
-                     quantized ? &q : nullptr);
-      moe_stage_mark(quantized ? "route_sort_quantize" : "route_sort", stream);
-      sorted = true;
+  sort.invalid_count = r.invalid_count;
+  const size_t sort_bytes = plan.workspace.sort_scratch_bytes;
+  const int32_t* ids = plan.from_logits ? r.routed_ids : r.topk_ids;
+  const float* weights = plan.from_logits ? r.routed_weights : r.topk_weights;
+  // The activation pass (or the sort that quantizes) also zeroes y_acc (no memset launch) and the
+  // GEMMs' tile counters. Gathered, the token-major xq / sx live in the permuted buffers' space.
+  float* zero_acc = plan.gemm2.rows_then_combine ? nullptr : p.y_acc;
+  const RouteSortQuantize q{r.x, h, p.a_perm, p.sa_perm, zero_acc, p.counters, kMoeTileCounters};
+  if (plan.from_logits) {
+    const RoutingConfig& routing = *c.routing;
+    if (plan.route_sort) {
+      moe_route_sort(routing, r.logits, r.logits_type, t, r.routed_ids, r.routed_weights, c.num_experts,
+                     c.local_offset, c.local_count, sort, p.sort_scratch, sort_bytes, stream,
+                     plan.quantize_in_sort ? &q : nullptr);
+      moe_stage_mark(plan.quantize_in_sort ? "route_sort_quantize" : "route_sort", stream);
     } else {
       if (!moe_diag_skip("route"))
-        route(*a.routing, a.logits, a.logits_type, a.num_tokens, a.routed_ids, a.routed_weights, stream);
+        route(routing, r.logits, r.logits_type, t, r.routed_ids, r.routed_weights, stream);
       moe_stage_mark("route", stream);
     }
   }
-  if (!fused) {
-    MoeUnfusedArgs u;
-    u.num_tokens = a.num_tokens;
-    u.top_k = a.top_k;
-    u.hidden = a.hidden;
-    u.inter = a.inter;
-    u.num_experts = a.num_experts;
-    u.local_offset = a.local_offset;
-    u.local_count = a.local_count;
-    u.limit = a.limit;
-    u.x = a.x;
-    u.topk_ids = a.topk_ids;
-    u.topk_weights = a.topk_weights;
-    u.w1 = a.w1p;
-    u.sw1 = a.sw1p;
-    u.w2 = a.w2;
-    u.sw2 = a.sw2;
-    u.y = a.y;
-    u.invalid_count = a.invalid_count;
-    moe_forward_unfused(u, workspace, workspace_bytes, stream);
-    moe_stage_mark("unfused_forward", stream);
-    return;
-  }
-  if (!sorted) {
-    // Callers' top-k ids: the single-CTA sort quantizes the tokens in the same launch, as above.
-    quantized = fuse_quantize && gather && moe_sort_quantize_applies(a.num_tokens, a.top_k, a.local_count) &&
-                !moe_diag_skip("sort") && !moe_diag_skip("permute_quant");
-    if (quantized) {
-      moe_sort_quantize(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
-                        p.ws_bytes, q, stream);
+  if (!plan.fused_layout) return run_unfused(plan, r, ids, weights, workspace, workspace_bytes, stream);
+  if (!plan.route_sort) {
+    if (plan.quantize_in_sort) {
+      moe_sort_quantize(ids, t, k, c.num_experts, c.local_offset, c.local_count, sort, p.sort_scratch, sort_bytes, q,
+                        stream);
     } else if (!moe_diag_skip("sort")) {
-      moe_sort(a.topk_ids, a.num_tokens, a.top_k, a.num_experts, a.local_offset, a.local_count, sort, p.ws,
-               p.ws_bytes, stream);
+      moe_sort_with_path(plan.sort_single_cta ? MoeSortPath::kSingleCta : MoeSortPath::kRadix, ids, t, k,
+                         c.num_experts, c.local_offset, c.local_count, sort, p.sort_scratch, sort_bytes, stream);
     }
-    moe_stage_mark(quantized ? "sort_quantize" : "sort", stream);
+    moe_stage_mark(plan.quantize_in_sort ? "sort_quantize" : "sort", stream);
   }
-  if (a.num_tokens == 0) return;
-  if (quantized) {
-    // done by the route + sort launch
-  } else if (gather) {
+  if (plan.quantize_in_sort) {
+    // done by the sort's launch
+  } else if (plan.gather) {
     if (!moe_diag_skip("permute_quant"))
-      quantize_tokens_zeroing(a.x, a.num_tokens, a.hidden, p.a_perm, p.sa_perm, zero_acc, stream, p.counters,
-                              kCounters);
+      quantize_tokens_zeroing(r.x, t, h, p.a_perm, p.sa_perm, zero_acc, stream, p.counters, kMoeTileCounters);
     moe_stage_mark("quantize", stream);
   } else {
     if (!moe_diag_skip("permute_quant"))
-      permute_quantize_by_token_zeroing(a.x, a.num_tokens, a.hidden, a.top_k, sort.expanded_to_permuted, p.rows,
-                                        p.a_perm, p.sa_perm, false, zero_acc, stream, p.counters, kCounters,
-                                        token_scales_pay(a.num_tokens, a.top_k, a.hidden)
+      permute_quantize_by_token_zeroing(r.x, t, h, k, sort.expanded_to_permuted, plan.rows, p.a_perm, p.sa_perm, false,
+                                        zero_acc, stream, p.counters, kMoeTileCounters,
+                                        plan.permute_token_scales
                                             ? TokenScales{p.sx_tokens, sort.permuted_to_expanded}
                                             : TokenScales{});
     moe_stage_mark("permute_quant", stream);
@@ -221,74 +199,71 @@ void moe_forward(const MoeForwardArgs& args, void* workspace, size_t workspace_b
   MoeGemm1Args g1;
   g1.a = p.a_perm;
   g1.sa = p.sa_perm;
-  if (gather) {
+  if (plan.gather) {
     g1.a_tokens = p.a_perm;
     g1.sa_tokens = p.sa_perm;
-    g1.num_tokens = a.num_tokens;
+    g1.num_tokens = t;
     g1.row_map = sort.permuted_to_expanded;
-    g1.top_k = a.top_k;
+    g1.top_k = k;
   }
-  g1.rows = p.rows;
-  g1.hidden = a.hidden;
-  g1.inter = a.inter;
-  g1.num_experts = a.local_count;
+  g1.rows = plan.rows;
+  g1.hidden = h;
+  g1.inter = c.inter;
+  g1.num_experts = c.local_count;
   g1.offsets = sort.expert_offsets;
   g1.counts = sort.expert_counts;
-  g1.w1p = a.w1p;
-  g1.sw1p = a.sw1p;
-  g1.promote_k = a.gemm1_promote_k;
-  g1.limit = a.limit;
+  g1.w1p = r.w1p;
+  g1.sw1p = r.sw1p;
+  g1.limit = c.limit;
   g1.hq = p.hq;
   g1.sh = p.sh;
-  g1.expected = load;
   g1.tile_counter = p.counters;
-  g1.layout_from_previous = quantized;
+  g1.plan = plan.gemm1;
   if (!moe_diag_skip("gemm1_swiglu")) moe_gemm1_swiglu(g1, stream);
   moe_stage_mark("gemm1_swiglu", stream);
 
-  if (rows_then_combine) {
+  if (plan.gemm2.rows_then_combine) {
     GroupedGemmFp8Args g2;
-    g2.num_groups = a.local_count;
-    g2.n = a.hidden;
-    g2.k = a.inter;
+    g2.num_groups = c.local_count;
+    g2.n = h;
+    g2.k = c.inter;
     g2.a = p.hq;
-    g2.lda = a.inter;
+    g2.lda = c.inter;
     g2.sa = p.sh;
-    g2.b = a.w2;
-    g2.ldb = a.inter;
-    g2.sb = a.sw2;
+    g2.b = r.w2;
+    g2.ldb = c.inter;
+    g2.sb = r.sw2;
     g2.d = p.d2;
-    g2.ldd = a.hidden;
+    g2.ldd = h;
     if (!moe_diag_skip("gemm2_rows"))
-      grouped_gemm_fp8_contiguous_counted(g2, p.rows, sort.expert_offsets, sort.expert_counts,
-                                          moe_dynamic_scheduling(2) ? p.counters + 1 : nullptr, stream);
+      grouped_gemm_fp8_contiguous_counted(g2, plan.rows, sort.expert_offsets, sort.expert_counts,
+                                          plan.gemm2.dynamic ? p.counters + 1 : nullptr, stream, &plan.gemm2.config);
     moe_stage_mark("gemm2_rows", stream);
     if (!moe_diag_skip("combine"))
-      moe_combine(p.d2, a.hidden, sort.expanded_to_permuted, a.topk_weights, a.num_tokens, a.top_k, a.hidden, a.y,
-                  a.hidden, stream);
+      moe_combine(p.d2, h, sort.expanded_to_permuted, weights, t, k, h, r.y, h, stream);
     moe_stage_mark("combine", stream);
     return;
   }
   MoeGemm2Args g2;
   g2.hq = p.hq;
   g2.sh = p.sh;
-  g2.rows = p.rows;
-  g2.hidden = a.hidden;
-  g2.inter = a.inter;
-  g2.num_experts = a.local_count;
+  g2.rows = plan.rows;
+  g2.hidden = h;
+  g2.inter = c.inter;
+  g2.num_experts = c.local_count;
   g2.offsets = sort.expert_offsets;
   g2.counts = sort.expert_counts;
-  g2.w2 = a.w2;
-  g2.sw2 = a.sw2;
+  g2.w2 = r.w2;
+  g2.sw2 = r.sw2;
   g2.row_map = sort.permuted_to_expanded;
-  g2.topk_weights = a.topk_weights;
-  g2.top_k = a.top_k;
+  g2.topk_weights = weights;
+  g2.top_k = k;
   g2.y_acc = p.y_acc;
-  g2.expected = load;
   g2.tile_counter = p.counters + 1;
+  g2.plan = plan.gemm2;
   if (!moe_diag_skip("gemm2_scatter")) moe_gemm2_scatter(g2, stream);
   moe_stage_mark("gemm2_scatter", stream);
-  if (!moe_diag_skip("finalize")) moe_finalize_bf16(p.y_acc, a.num_tokens, a.hidden, a.y, stream);
+  if (!moe_diag_skip("finalize")) moe_finalize_bf16(p.y_acc, t, h, r.y, stream);
   moe_stage_mark("finalize", stream);
 }
 

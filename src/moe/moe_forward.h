@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "moekit/routing.h"
+#include "planning/moe_plan.h"
 
 namespace moekit::detail {
 
@@ -26,25 +27,14 @@ MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t int
 void moe_prepare_w1(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,
                     float* sw1p, cudaStream_t stream);
 
-struct MoeForwardArgs {
-  int64_t num_tokens = 0;                 ///< T
-  int top_k = 0;                          ///< k
-  int64_t hidden = 0;                     ///< H (multiple of 16)
-  int64_t inter = 0;                      ///< I (multiple of 16)
-  int num_experts = 0;                    ///< E_total (ids are checked against it)
-  int local_offset = 0, local_count = 0;  ///< expert-parallel slice; weights hold local_count experts
-  float limit = 0.0f;                     ///< SwiGLU clamp (≤ 0: none)
-  bool deterministic = false;             ///< bit-identical output run to run (ordered combine)
-  int gemm1_promote_k = 0;                ///< MoeConfig::gemm1_promote_k (0: automatic)
-  int gemm1_input = 0;                    ///< MoeConfig::gemm1_input as int (0 auto, 1 permuted, 2 gathered)
+/// The buffers of one forward (device pointers); the shapes and every choice are the plan's.
+struct MoeForwardRequest {
   const void* x = nullptr;                ///< bf16 [T, H]
-  const int32_t* topk_ids = nullptr;      ///< [T, k] (ignored with routing)
-  const float* topk_weights = nullptr;    ///< [T, k] (ignored with routing)
-  /// Routing from logits inside the forward (null: topk_ids / topk_weights are given). The routed
-  /// ids and weights are written to routed_ids / routed_weights [T, k]; small batches route and
-  /// sort in one launch (route_sort.h), larger ones run route() then moe_sort.
-  const RoutingConfig* routing = nullptr;
-  const void* logits = nullptr;           ///< [T, E] (routing only)
+  const int32_t* topk_ids = nullptr;      ///< [T, k] (ignored when the plan routes from logits)
+  const float* topk_weights = nullptr;    ///< [T, k] (ignored when the plan routes from logits)
+  /// Routing from logits (MoePlan::from_logits): the routed ids and weights are written to
+  /// routed_ids / routed_weights [T, k].
+  const void* logits = nullptr;           ///< [T, E]
   LogitsType logits_type = LogitsType::kFloat32;
   int32_t* routed_ids = nullptr;
   float* routed_weights = nullptr;
@@ -56,11 +46,13 @@ struct MoeForwardArgs {
   int32_t* invalid_count = nullptr;       ///< [1] device: slots with an id outside [-1, E_total)
 };
 
-/// Scratch bytes moe_forward needs for T tokens (a pure function of the sizes).
+/// Scratch bytes moe_forward needs for T tokens (a pure function of the sizes and the device).
 size_t moe_forward_workspace_size(int64_t num_tokens, int top_k, int64_t hidden, int64_t inter, int local_count);
 
-/// Runs the layer on `stream`; `workspace` 256-byte aligned, at least moe_forward_workspace_size.
+/// Executes `plan` (plan_moe_forward) on `stream`: launches exactly the kernels it names, with its
+/// configurations. `workspace` 256-byte aligned, at least moe_forward_workspace_size bytes.
 /// Arguments are assumed valid (the public layer validates them).
-void moe_forward(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+void moe_forward(const MoePlan& plan, const MoeForwardRequest& request, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream);
 
 }  // namespace moekit::detail

@@ -1,24 +1,16 @@
 // Host side of the MoE layer's fused grouped GEMMs (kernels/sm90/moe_gemm.cuh) on the contiguous
-// expert layout of moe_sort. Internal: arguments are assumed validated by the layer.
+// expert layout of moe_sort. Internal: arguments are assumed validated by the layer; every choice
+// (tile configuration, accumulation chain, scheduling) comes from the plan (planning/moe_plan.h).
 #pragma once
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
-namespace moekit::detail {
+#include "planning/moe_plan.h"
 
-/// Host-side load estimate for uniform routing, from T and shapes only (never a device value):
-/// `active` local experts expected to receive a slot, and the rows each then gets on average.
-struct MoeLoadEstimate {
-  int64_t active = 1;
-  int64_t rows_per_active = 1;
-};
-MoeLoadEstimate moe_expected_load(int64_t num_tokens, int top_k, int num_experts_total, int local_count);
+namespace moekit::detail {
 
 /// Rows per contiguous chunk of the K-block tiled prepared W1 (GEMM1's BLOCK_N).
 constexpr int64_t kW1ChunkRows = 256;
-
-/// Rows of the prepared W1 per expert: gate and up interleaved by 64 rows, I padded to 128.
-int64_t moe_prepared_w1_rows(int64_t inter);
 
 /// GEMM1 + SwiGLU (+clamp) + 1x128 FP8 requantization of h. A comes either permuted (`a`, `sa`:
 /// one copy per slot, rows sorted by expert) or, with `a_tokens` set, gathered: each token
@@ -41,25 +33,12 @@ struct MoeGemm1Args {
   const void* w1p = nullptr;         ///< prepared W1, E x moe_prepared_w1_rows(I) rows, K-block tiled
   const float* sw1p = nullptr;       ///< prepared scales [E, rows/64, ceil(H/128)]
   float limit = 0.0f;                ///< clamp when > 0
-  int promote_k = 0;                 ///< K per accumulation chain: 32, 64, 128 or 0 (automatic), MoeConfig::gemm1_promote_k
   void* hq = nullptr;                ///< FP8 [rows, I] (row stride I) out
   float* sh = nullptr;               ///< h scales out, physical layout over `rows`
-  MoeLoadEstimate expected;  ///< host-side estimate for the configuration
-  /// Optional device counter, 0 at launch (the caller zeroes it): dynamic tile scheduling
+  /// Optional device counter, 0 at launch (the caller zeroes it), used when plan.dynamic
   /// (GemmParams::tile_counter). Null: static scheduling.
   unsigned* tile_counter = nullptr;
-  /// Tests: take tiles dynamically whenever tile_counter is set. Otherwise the counter is used
-  /// only where dynamic scheduling pays (~6 or more expected units per CTA, moe_gemm.cpp).
-  bool force_dynamic = false;
-  /// The B-multicast pairs' tail split (GemmParams::pair_tail_split): -1 automatic (from 256
-  /// expected rows per expert, perf-notes v27), 0 off, 1 on. Only the pairs (>= 128 expected rows
-  /// per expert) use it; the diagnostic knob MOEKIT_GEMM1_TAIL_SPLIT=0|1 overrides it.
-  int tail_split = -1;
-  /// The group layout (offsets, counts) comes from the kernel right before this one in the PDL
-  /// chain (the fused route + sort + quantize): the first tile is scheduled after the PDL wait.
-  /// False: it is at least two launches old, so the first tile is found while the previous kernel
-  /// still runs (GemmParams::pdl_early).
-  bool layout_from_previous = false;
+  MoeGemm1Plan plan;  ///< the choices (plan_moe_gemm1)
 };
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream);
 
@@ -79,22 +58,10 @@ struct MoeGemm2Args {
   const float* topk_weights = nullptr;   ///< [T * k]
   int top_k = 0;
   float* y_acc = nullptr;  ///< FP32 [T, H]
-  MoeLoadEstimate expected;
   unsigned* tile_counter = nullptr;  ///< as MoeGemm1Args::tile_counter
-  bool force_dynamic = false;        ///< as MoeGemm1Args::force_dynamic
+  MoeGemm2Plan plan;                 ///< the choices (plan_moe_gemm2_scatter)
 };
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream);
-
-/// Whether GEMM1 gathers its A rows by token (MoeGemm1Args::a_tokens) instead of reading a
-/// permuted copy: `requested` is MoeConfig::gemm1_input as int (0 automatic, 1 permuted, 2
-/// gathered); the gather needs T * H < 2^32. The diagnostic knob MOEKIT_GEMM1_GATHER=0|1 (not API,
-/// read once) overrides the request.
-bool moe_gemm1_gather(int requested, int64_t num_tokens, int64_t hidden, const MoeLoadEstimate& e);
-
-/// Whether MoE GEMM `gemm` (1 or 2) takes tiles dynamically when given a counter: on unless the
-/// diagnostic environment knob MOEKIT_MOE_DYNAMIC (A/B measurements) turns it off: 0 = both
-/// static, g1 / g2 = only that GEMM dynamic.
-bool moe_dynamic_scheduling(int gemm);
 
 /// Writes the prepared W1 and its scales (layout in moe_weights.cu). Requires I % 64 == 0.
 void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,

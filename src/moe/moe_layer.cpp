@@ -11,6 +11,10 @@
 #include "common/check.h"
 #include "moe/moe_forward.h"
 #include "moe/moe_stage_trace.h"
+#include "gemm/gemm_launch.h"
+#include "planning/moe_plan.h"
+#include "runtime/knobs.h"
+#include "moekit/moe_sort.h"
 #include "runtime/pdl.h"
 #include "moekit/numerics.h"
 #include "runtime/device_buffer.h"
@@ -72,6 +76,13 @@ WsLayout ws_layout(const MoeConfig& c, int64_t t) {
   w.inner_bytes = detail::moe_forward_workspace_size(t, c.top_k, c.hidden, c.inter, c.local_count);
   w.total = at + w.inner_bytes;
   return w;
+}
+
+// The plan of a forward over t > 0 tokens of the resolved config `c` on the current device.
+detail::MoePlan plan_forward(const MoeConfig& c, int64_t t, bool from_logits) {
+  const size_t sort_scratch =
+      detail::moe_fused_layout(c.inter) ? moe_sort_workspace_size(t, c.top_k, c.local_count) : 0;
+  return detail::plan_moe_forward(c, t, from_logits, detail::device_limits(), sort_scratch, detail::knobs());
 }
 
 void check_tokens(const MoeConfig& c, int64_t t, const char* fn) {
@@ -201,30 +212,17 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
                  fn, ": y overlaps x or the workspace");
 
   char* base = static_cast<char*>(a.workspace);
-  const int32_t* ids = a.topk_ids;
-  const float* weights = a.topk_weights;
+  const detail::MoePlan plan = plan_forward(config_, t, from_logits);
   // Programmatic dependent launch for the whole chain (runtime/pdl.h): each kernel's launch and
   // prologue overlap the previous kernel's tail.
   const detail::PdlScope pdl(true);
   detail::moe_stage_begin(stream);
 
-  detail::MoeForwardArgs f;
-  f.num_tokens = t;
-  f.top_k = config_.top_k;
-  f.hidden = config_.hidden;
-  f.inter = config_.inter;
-  f.num_experts = config_.num_experts;
-  f.local_offset = config_.local_offset;
-  f.local_count = config_.local_count;
-  f.limit = config_.limit;
-  f.deterministic = config_.deterministic;
-  f.gemm1_promote_k = config_.gemm1_promote_k;
-  f.gemm1_input = static_cast<int>(config_.gemm1_input);
+  detail::MoeForwardRequest f;
   f.x = a.x;
-  f.topk_ids = ids;
-  f.topk_weights = weights;
-  if (from_logits) {  // routed inside the forward (fused with the sort for small T)
-    f.routing = &*config_.routing;
+  f.topk_ids = a.topk_ids;
+  f.topk_weights = a.topk_weights;
+  if (plan.from_logits) {  // routed inside the forward (fused with the sort for small T)
     f.logits = a.logits;
     f.logits_type = a.logits_type;
     f.routed_ids = a.routed_ids ? a.routed_ids : reinterpret_cast<int32_t*>(base + ws.ids);
@@ -236,7 +234,7 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   f.sw2 = sw2_;
   f.y = a.y;
   f.invalid_count = a.invalid_count ? a.invalid_count : reinterpret_cast<int32_t*>(base + ws.invalid);
-  detail::moe_forward(f, base + ws.inner, ws.inner_bytes, stream);
+  detail::moe_forward(plan, f, base + ws.inner, ws.inner_bytes, stream);
 }
 
 void MoeLayer::prepare_kernels(int64_t num_tokens, void* workspace, size_t workspace_bytes,
@@ -270,9 +268,10 @@ void MoeLayer::prepare_kernels(int64_t num_tokens, void* workspace, size_t works
     a.topk_ids = ids.as<int32_t>();
     a.topk_weights = weights.as<float>();
   }
+  // The forward's plan for T, run on zero inputs: exactly the kernels a forward of T launches.
   forward(a, stream);
   if (config_.routing) {
-    // Also load the bf16-logits routing kernels (zero bytes are bf16 zeros).
+    // Also load the bf16-logits routing kernels (zero bytes are bf16 zeros; same plan).
     a.logits_type = LogitsType::kBFloat16;
     forward(a, stream);
   }

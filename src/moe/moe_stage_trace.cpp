@@ -1,9 +1,9 @@
 #include "moe/moe_stage_trace.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "common/check.h"
+#include "runtime/knobs.h"
 
 namespace moekit::detail {
 
@@ -27,22 +27,11 @@ void moe_stage_mark(const char* name, cudaStream_t stream) {
   ++t->count;
 }
 
-bool moe_diag_skip(const char* stage) {
-  static const std::string list = [] {
-    const char* v = std::getenv("MOEKIT_DIAG_SKIP");
-    std::string l;
-    if (v && *v) {
-      l = ",";
-      l += v;
-      l += ",";
-    }
-    return l;
-  }();
+bool moe_diag_skip(const std::string& list, const char* stage) {
   if (list.empty()) return false;
-  std::string key = ",";
-  key += stage;
-  key += ",";
-  return list.find(key) != std::string::npos;
+  return ("," + list + ",").find("," + std::string(stage) + ",") != std::string::npos;
 }
+
+bool moe_diag_skip(const char* stage) { return moe_diag_skip(knobs().diag_skip, stage); }
 
 }  // namespace moekit::detail

@@ -23,8 +23,6 @@
 #include "moe/route_sort.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "common/check.h"
 #include "moe/routing_device.cuh"
@@ -38,7 +36,7 @@
 namespace moekit::detail {
 namespace {
 
-// Measured (deepseek-v3, H100, A/B against MOEKIT_FUSED_ROUTE=0): T = 1 −1.8 µs, T = 2 −1.7,
+// Measured (deepseek-v3, H100, A/B against the unfused route + sort): T = 1 −1.8 µs, T = 2 −1.7,
 // T = 8 −0.5, but T = 32 +3 µs and T = 64 +14 µs (one CTA routes the batch serially).
 constexpr int64_t kMaxTokens = 8;
 constexpr int kMaxNpl = 12;
@@ -46,14 +44,6 @@ constexpr size_t kMaxRouteSmem = 3072;
 constexpr int kMaxRouteWarps = small_sort::kThreads / 32;
 
 int route_warps(int64_t num_tokens) { return int(std::min<int64_t>(num_tokens, kMaxRouteWarps)); }
-
-bool fusion_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("MOEKIT_FUSED_ROUTE");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
 
 template <int NPL, typename T, bool kSigmoid>
 __global__ void __maxnreg__(64) route_sort_kernel(const routing::Params rp, const small_sort::Params sp,
@@ -132,7 +122,7 @@ unsigned fused_quantize_params(const char* fn, const RouteSortQuantize& q, int64
 }
 
 bool moe_route_sort_applies(const RoutingConfig& config, int64_t num_tokens, int local_count) {
-  if (!fusion_enabled() || num_tokens < 1 || num_tokens > kMaxTokens) return false;
+  if (num_tokens < 1 || num_tokens > kMaxTokens) return false;
   if (config.top_k < 1 || num_tokens * config.top_k > small_sort::kMaxSlots) return false;
   if (local_count > small_sort::kMaxExperts) return false;
   if (config.num_experts < 1 || route_npl(config.num_experts) == 0 || route_npl(config.num_experts) > kMaxNpl)

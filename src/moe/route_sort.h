@@ -9,8 +9,8 @@
 
 namespace moekit::detail {
 
-/// Whether moe_route_sort runs for these sizes (a pure function of them and of the routing
-/// configuration; MOEKIT_FUSED_ROUTE=0 in the environment turns the fusion off for A/B timing).
+/// Whether moe_route_sort can run for these sizes (a pure function of them and of the routing
+/// configuration); the MoE plan (planning/moe_plan.h) decides with it.
 bool moe_route_sort_applies(const RoutingConfig& config, int64_t num_tokens, int local_count);
 
 /// The token-major quantization moe_route_sort may run in the same launch: what
@@ -32,8 +32,8 @@ struct ScatterParams;
 /// quantize_tokens_zeroing; returns their number (0: nothing to quantize). `fn` names the caller.
 unsigned fused_quantize_params(const char* fn, const RouteSortQuantize& q, int64_t num_tokens, ScatterParams& qp);
 
-/// Whether moe_sort_quantize runs for these sizes: moe_sort's single-CTA path (a pure function of
-/// the sizes; MOEKIT_FUSED_QUANT=0 does not change it, the caller decides).
+/// Whether moe_sort_quantize can run for these sizes: moe_sort's single-CTA path (a pure function of
+/// the sizes); the MoE plan decides with it.
 bool moe_sort_quantize_applies(int64_t num_tokens, int top_k, int local_count);
 
 /// moe_sort(topk_ids, ...) on its single-CTA path and quantize_tokens_zeroing in ONE launch: CTAs

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "gemm/gemm_launch.h"
 #include "gpu_test_util.h"
 #include "moe/moe_forward.h"
 #include "moe/moe_gemm.h"
@@ -45,7 +46,7 @@ struct Gemm1Result {
 };
 
 // `dynamic`: the layer's dynamic tile scheduling (a zeroed device counter), else static.
-// `tail_split`: MoeGemm1Args::tail_split.
+// `tail_split`: MoeGemmRequest::tail_split.
 Gemm1Result run_gemm1(int64_t h, int64_t inter, const std::vector<int32_t>& counts, float limit, uint64_t seed,
                       int64_t expected_rows, bool dynamic, int promote_k, int tail_split = -1) {
   const int e = int(counts.size());
@@ -70,15 +71,20 @@ Gemm1Result run_gemm1(int64_t h, int64_t inter, const std::vector<int32_t>& coun
   moekit::detail::MoeGemm1Args g;
   g.a = a.get(); g.sa = sa.as<float>(); g.rows = rows; g.hidden = h; g.inter = inter; g.num_experts = e;
   g.offsets = offs.as<int32_t>(); g.counts = cnts.as<int32_t>(); g.w1p = w1p.get(); g.sw1p = sw1p.as<float>();
-  g.limit = limit; g.hq = hq.get(); g.sh = sh.as<float>(); g.expected.active = e; g.expected.rows_per_active = expected_rows;
-  g.promote_k = promote_k;
-  g.tail_split = tail_split;
+  g.limit = limit; g.hq = hq.get(); g.sh = sh.as<float>();
+  moekit::detail::MoeLoadEstimate expected;
+  expected.active = e;
+  expected.rows_per_active = expected_rows;
+  moekit::detail::MoeGemmRequest request;
+  request.promote_k = promote_k;
+  request.tail_split = tail_split;
   DeviceBuffer counter(4);
   if (dynamic) {
     EXPECT_EQ(cudaMemsetAsync(counter.get(), 0, 4, s), cudaSuccess);
     g.tile_counter = counter.as<unsigned>();
-    g.force_dynamic = true;
+    request.force_dynamic = true;
   }
+  g.plan = moekit::detail::plan_moe_gemm1(rows, inter, expected, moekit::detail::device_limits(), request);
   moekit::detail::moe_gemm1_swiglu(g, s);
   moekit::test::finish(s, "moe_gemm1_swiglu");
 
@@ -319,14 +325,19 @@ TEST(MoeGemm1Swiglu, GatherMatchesPermuted) {
       moekit::detail::MoeGemm1Args g;
       g.a = da.get(); g.sa = das.as<float>(); g.rows = rows; g.hidden = h; g.inter = inter; g.num_experts = e;
       g.offsets = offs.as<int32_t>(); g.counts = cnts.as<int32_t>(); g.w1p = w1p.get(); g.sw1p = sw1p.as<float>();
-      g.hq = hq.get(); g.sh = sh.as<float>(); g.expected.active = e; g.expected.rows_per_active = c.expected_rows;
-      g.promote_k = 32;
+      g.hq = hq.get(); g.sh = sh.as<float>();
+      moekit::detail::MoeLoadEstimate expected;
+      expected.active = e;
+      expected.rows_per_active = c.expected_rows;
+      moekit::detail::MoeGemmRequest request;
+      request.promote_k = 32;
       DeviceBuffer counter(4);
       if (c.expected_rows > 64 && c.expected_rows < 128) {
         EXPECT_EQ(cudaMemsetAsync(counter.get(), 0, 4, s), cudaSuccess);
         g.tile_counter = counter.as<unsigned>();
-        g.force_dynamic = true;
+        request.force_dynamic = true;
       }
+      g.plan = moekit::detail::plan_moe_gemm1(rows, inter, expected, moekit::detail::device_limits(), request);
       if (variant == 1) {
         g.a_tokens = dx.get();
         g.sa_tokens = dxs.as<float>();
@@ -399,8 +410,9 @@ TEST(MoeGemm2Scatter, MatchesReference) {
   g.hq = hq.get(); g.sh = sh.as<float>(); g.rows = rows; g.hidden = h; g.inter = inter; g.num_experts = e;
   g.offsets = offs.as<int32_t>(); g.counts = cnts.as<int32_t>(); g.w2 = w2.get(); g.sw2 = sw2.as<float>();
   g.row_map = map.as<int32_t>(); g.topk_weights = dw.as<float>(); g.top_k = k; g.y_acc = y.as<float>();
-  g.expected.active = e;
-  g.expected.rows_per_active = 30;
+  moekit::detail::MoeLoadEstimate expected;
+  expected.active = e;
+  expected.rows_per_active = 30;
 
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);  // the random inputs are written
   const auto hh = hq.download<uint8_t>(size_t(rows * inter));
@@ -425,7 +437,9 @@ TEST(MoeGemm2Scatter, MatchesReference) {
     ASSERT_EQ(cudaMemsetAsync(y.get(), 0, y.bytes(), s), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(counter.get(), 0, 4, s), cudaSuccess);
     g.tile_counter = dynamic ? counter.as<unsigned>() : nullptr;
-    g.force_dynamic = dynamic;
+    moekit::detail::MoeGemmRequest request;
+    request.force_dynamic = dynamic;
+    g.plan = moekit::detail::plan_moe_gemm2_scatter(rows, h, inter, expected, moekit::detail::device_limits(), request);
     moekit::detail::moe_gemm2_scatter(g, s);
     moekit::test::finish(s, "moe_gemm2_scatter");
     const auto got = y.download<float>(size_t(tokens * h));

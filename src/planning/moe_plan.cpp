@@ -1,0 +1,224 @@
+// The MoE forward's plan (moe_plan.h): every decision, with the measurements behind it.
+#include "planning/moe_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/check.h"
+#include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "moe/moe_sort_reference.h"
+#include "moe/moe_stage_trace.h"
+#include "moe/route_sort.h"
+#include "moekit/moe_sort.h"
+#include "moekit/numerics.h"
+#include "runtime/knobs.h"
+
+namespace moekit::detail {
+namespace {
+
+// Largest FP32 accumulator y_acc [T, H] for which GEMM2 scatter-adds (a third of the H100's L2).
+// Past it the atomics miss to DRAM (measured at T = 16384: 176 M reduction sectors, GEMM2 8.6 ms)
+// and bf16 rows + the ordered combine move fewer bytes.
+constexpr int64_t kScatterAccBytesMax = int64_t(16) << 20;
+
+// The permute stores each token's scales once and gathers them by row (TokenScales) from 2^19
+// per-slot scale stores (T * k * ceil(H / 128)) on. Measured on the H100 (perf-notes v25), permute
+// stage us, per-slot → gathered: deepseek-v3 T = 4096 (1.8 M stores) 142 → 114, T = 16384 (7.3 M)
+// 584 → 463; gpt-oss-120b T = 16384 (1.5 M) 123 → 110, T = 4096 (0.38 M) 32 → 32; mixtral-8x7b
+// T = 4096 (0.26 M) 30 → 33, T = 2048 17 → 20 (the second launch costs more than it saves there).
+bool token_scales_pay(int64_t num_tokens, int top_k, int64_t hidden) {
+  return num_tokens * top_k * ceil_div(hidden, kQuantBlock) >= (int64_t{1} << 19);
+}
+
+// GEMM1's activations: quantized once per token either way; then either permuted copies (one per
+// slot, TMA tiles) or the tokens in place, gathered row by row by GEMM1. `requested` is
+// MoeConfig::gemm1_input; the gather needs T * H < 2^32 (32-bit token offsets in the kernel).
+// Automatic, from the A/B on the H100 (deepseek-v3, docs/perf-notes.md v13): the gather is faster
+// while GEMM1 runs single 64-row tiles (< 128 expected rows per expert; -4.1% at T = 1024, -5.4% at
+// T = 2048: the quantize pass writes T rows instead of T * k), slower once it runs the multicast
+// pairs (T >= 4096: +7..9% end to end, its GEMM1 slows by more than the copy saves). At T = 1 it
+// measured ~1 µs slower in v13, equal in v17 (139.2 vs 139.0-139.3 µs); its token-major input
+// lets the small-batch route + sort launch quantize too (v17).
+bool gemm1_gathers(MoeGemm1Input requested, int64_t num_tokens, int64_t hidden, const MoeLoadEstimate& e) {
+  if (num_tokens < 1 || num_tokens * hidden >= (int64_t(1) << 32)) return false;
+  if (requested == MoeGemm1Input::kPermuted) return false;
+  if (requested == MoeGemm1Input::kGathered) return true;
+  return e.rows_per_active < 128;
+}
+
+// Decode-sized groups (well under a 64-row tile): load A in 8-row boxes, only the valid rows —
+// a 64-row box reads up to 63 padding rows per tile (measured at T = 64: GEMM1 read 7.15 GB from
+// DRAM for 6.4 GB of W1).
+int decode_a_box_rows(const MoeLoadEstimate& e) { return e.rows_per_active <= 32 ? 8 : 0; }
+
+// Dynamic tile scheduling pays once the CTAs have enough units to rebalance: measured on the H100
+// (deepseek-v3, docs/perf-notes.md v10) it cost 4 µs at T = 1 in GEMM2 (~3.9 units per CTA) and
+// 7 µs at T = 4 in GEMM1 (~3.8), was neutral at ~2 and ~7-8, and gained from ~16 per CTA up.
+constexpr double kDynamicMinUnitsPerCta = 6.0;
+
+// Whether a MoE GEMM of N = n with tiles `c` takes its tiles dynamically: forced (tests), or the
+// expected units (active experts x M units x N blocks) are enough per CTA.
+bool dynamic_pays(bool force, const MoeLoadEstimate& e, int64_t n, const GemmConfig& c) {
+  if (force) return true;
+  const double units = double(e.active) * double(ceil_div(e.rows_per_active, int64_t(c.block_m))) *
+                       double(ceil_div(n, int64_t(c.block_n)));
+  return units >= kDynamicMinUnitsPerCta * double(std::max(c.num_sms, 1));
+}
+
+// K per tensor-core accumulation chain of GEMM1 (MoeConfig::gemm1_promote_k): the caller's, or
+// automatic — 32 while GEMM1 streams weights (decode sizes: the extra FP32 adds hide behind the
+// DRAM stream), 64 beyond (measured cost of 64 vs 128 at DeepSeek-V3 prefill: ~9%, perf-notes v12).
+int gemm1_promote_k(int requested, const MoeLoadEstimate& e) {
+  if (requested) return requested;
+  return e.rows_per_active <= 64 ? 32 : 64;
+}
+
+// Whether the B-multicast pairs run an expert's last 128-row block, when it holds at most 64 valid
+// rows, as two N blocks of those rows (GemmParams::pair_tail_split) instead of a tile and a ghost
+// tile of padding: the caller's choice (1 / 0), or automatic (-1): from 256 expected rows per
+// expert. Measured on the H100 (deepseek-v3, dynamic pairs, perf-notes v27): layer −5% at T = 8192
+// (256 rows per expert), −2.6% at T = 16384, but +1.7% at T = 4096 (128 rows; GEMM1 +5%).
+bool gemm1_pair_tail_split(int requested, const MoeLoadEstimate& e) {
+  if (requested >= 0) return requested == 1;
+  return e.rows_per_active >= 256;
+}
+
+// Lays out 256-byte aligned regions from offset 0 (as WorkspaceCarver, in offsets).
+struct OffsetCarver {
+  size_t used = 0;
+  size_t take(int64_t count, size_t elem_bytes) {
+    used = (used + 255) / 256 * 256;
+    const size_t at = used;
+    used += static_cast<size_t>(std::max<int64_t>(count, 0)) * elem_bytes;
+    return at;
+  }
+};
+
+}  // namespace
+
+MoeLoadEstimate moe_expected_load(int64_t num_tokens, int top_k, int num_experts_total, int local_count) {
+  MoeLoadEstimate e;
+  const double slots = double(num_tokens) * double(top_k);
+  if (slots <= 0 || local_count < 1 || num_experts_total < 1) return e;
+  // A given expert stays empty with probability (1 - 1/E)^(T k) under uniform routing.
+  const double miss = std::pow(1.0 - 1.0 / double(num_experts_total), slots);
+  const double active = std::max(1.0, double(local_count) * (1.0 - miss));
+  const double local_slots = slots * double(local_count) / double(num_experts_total);
+  e.active = std::max<int64_t>(1, std::llround(active));
+  e.rows_per_active = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(local_slots / active)));
+  return e;
+}
+
+bool moe_fused_layout(int64_t inter) { return inter % 64 == 0; }
+
+int64_t moe_prepared_w1_rows(int64_t inter) { return 2 * align_up(inter, kQuantBlock); }
+
+MoeWorkspacePlan moe_workspace_plan(int64_t t, int k, int64_t h, int64_t inter, int local_count,
+                                    size_t sort_scratch_bytes) {
+  MoeWorkspacePlan w;
+  OffsetCarver c;
+  const int64_t rows = moe_sort_rows_bound(t, k, local_count);
+  // The sort's regions first, in the order of take_sort_regions (workspace_carver.h).
+  w.expert_counts = c.take(local_count, 4);
+  w.expert_offsets = c.take(local_count + 1, 4);
+  w.permuted_to_expanded = c.take(rows, 4);
+  w.expanded_to_permuted = c.take(std::max<int64_t>(t * k, 1), 4);
+  w.sort_scratch_bytes = sort_scratch_bytes;
+  w.sort_scratch = c.take(static_cast<int64_t>(sort_scratch_bytes), 1);
+  w.a_perm = c.take(rows * h, 1);
+  w.sa_perm = c.take(sfa_physical_size(rows, h), sizeof(float));
+  w.hq = c.take(rows * inter, 1);
+  w.sh = c.take(sfa_physical_size(rows, inter), sizeof(float));
+  w.gemm2_out = c.take(std::max<int64_t>(t * h * 4, rows * h * 2), 1);
+  w.tile_counters = c.take(kMoeTileCounters, sizeof(unsigned));
+  w.token_scales = c.take(t * ceil_div(h, kQuantBlock), sizeof(float));
+  w.bytes = c.used;
+  return w;
+}
+
+MoeGemm1Plan plan_moe_gemm1(int64_t rows, int64_t inter, const MoeLoadEstimate& e, const GemmDeviceLimits& limits,
+                            const MoeGemmRequest& r) {
+  MOEKIT_REQUIRE(r.promote_k == 0 || r.promote_k == 32 || r.promote_k == 64 || r.promote_k == 128,
+                 ErrorCode::kInvalidArgument, "moe_gemm1_swiglu: promote_k = ", r.promote_k,
+                 " must be 0 (automatic), 32, 64 or 128");
+  MOEKIT_REQUIRE(r.tail_split >= -1 && r.tail_split <= 1, ErrorCode::kInvalidArgument,
+                 "moe_gemm1_swiglu: tail_split = ", r.tail_split, " must be -1 (automatic), 0 or 1");
+  const int64_t n = moe_prepared_w1_rows(inter);
+  MoeGemm1Plan p;
+  p.config = select_moe_gemm1_config(rows, n, e.rows_per_active, sm90::kSwigluEpilogueSmem, limits);
+  if (!r.config.empty()) p.config = GemmConfig::parse(r.config);
+  p.config.block_m = 64;  // a forced configuration keeps GEMM1's 64 x 256 tile
+  p.config.block_n = 256;
+  p.promote_k = gemm1_promote_k(r.promote_k, e);
+  p.pair_tail_split = p.config.multicast == 2 && gemm1_pair_tail_split(r.tail_split, e);
+  p.dynamic = dynamic_pays(r.force_dynamic, e, n, p.config);
+  // Prefill sizes walk all 64-row units of an expert together (one pass) so they share its B tiles.
+  p.one_pass = p.dynamic && e.rows_per_active > 64;
+  p.a_box_rows = decode_a_box_rows(e);
+  return p;
+}
+
+MoeGemm2Plan plan_moe_gemm2_scatter(int64_t rows, int64_t hidden, int64_t inter, const MoeLoadEstimate& e,
+                                    const GemmDeviceLimits& limits, const MoeGemmRequest& r) {
+  MoeGemm2Plan p;
+  p.config = select_moe_gemm2_config(e.rows_per_active, e.active, rows, hidden, inter, limits);
+  if (!r.config.empty()) p.config = GemmConfig::parse(r.config);
+  // Pairs sharing A, forced through MOEKIT_MOE_GEMM2_CONFIG, are scheduled statically: the layer
+  // never picks them, so their dynamic form is left unmeasured.
+  p.dynamic = p.config.multicast == 1 && dynamic_pays(r.force_dynamic, e, hidden, p.config);
+  p.a_box_rows = decode_a_box_rows(e);
+  return p;
+}
+
+MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_logits, const GemmDeviceLimits& limits,
+                         size_t sort_scratch_bytes, const Knobs& knobs) {
+  MoePlan p;
+  p.layer = layer;
+  p.num_tokens = num_tokens;
+  p.from_logits = from_logits && layer.routing.has_value();
+  p.limits = limits;
+  p.fused_layout = moe_fused_layout(layer.inter);
+  if (!p.fused_layout || num_tokens < 1) return p;
+  const int64_t t = num_tokens;
+  const int k = layer.top_k, local = layer.local_count;
+  const auto skip = [&](const char* stage) { return moe_diag_skip(knobs.diag_skip, stage); };
+  p.load = moe_expected_load(t, k, layer.num_experts, local);
+  p.rows = moe_sort_rows_bound(t, k, local);
+  p.gather = gemm1_gathers(layer.gemm1_input, t, layer.hidden, p.load);
+  // Routing and sort in one launch for small batches (route_sort.cu has the measurements); with
+  // the gather variant that launch, or the single-CTA sort of callers' ids, quantizes the tokens
+  // too: the quantize kernel's launch and PDL edge measured ~6 µs of the deepseek-v3 layer at T = 1
+  // (perf-notes v17).
+  p.route_sort = p.from_logits && !skip("route") && moe_route_sort_applies(*layer.routing, t, local);
+  if (p.route_sort) {
+    p.quantize_in_sort = p.gather && !skip("permute_quant");
+  } else {
+    p.sort_single_cta = moe_sort_single_cta(t, k, local);
+    p.quantize_in_sort = p.gather && moe_sort_quantize_applies(t, k, local) && !skip("sort") &&
+                         !skip("permute_quant");
+  }
+  p.permute_token_scales = !p.gather && token_scales_pay(t, k, layer.hidden);
+
+  MoeGemmRequest g1;
+  g1.promote_k = layer.gemm1_promote_k;
+  g1.config = knobs.moe_gemm1_config;
+  p.gemm1 = plan_moe_gemm1(p.rows, layer.inter, p.load, limits, g1);
+  // In the PDL chain GEMM1 finds its first tile while the permute runs (the group layout comes
+  // from the sort, two launches back) — unless the sort is the previous launch.
+  p.gemm1.pdl_early = !p.quantize_in_sort;
+
+  if (layer.deterministic || t * layer.hidden * 4 > kScatterAccBytesMax) {
+    p.gemm2.rows_then_combine = true;
+    p.gemm2.dynamic = true;
+    p.gemm2.config = select_grouped_contiguous_config(p.rows, local, layer.hidden, layer.inter, p.gemm2.dynamic,
+                                                      limits, knobs.grouped_config);
+  } else {
+    MoeGemmRequest g2;
+    g2.config = knobs.moe_gemm2_config;
+    p.gemm2 = plan_moe_gemm2_scatter(p.rows, layer.hidden, layer.inter, p.load, limits, g2);
+  }
+  p.workspace = moe_workspace_plan(t, k, layer.hidden, layer.inter, local, sort_scratch_bytes);
+  return p;
+}
+
+}  // namespace moekit::detail
