@@ -30,6 +30,7 @@
 #include "moe/workspace_carver.h"
 #include "moe/moe_gemm.h"
 #include "moe/moe_permute.h"
+#include "moe/moe_sort_internal.h"
 #include "moe/moe_stage_trace.h"
 #include "moe/route_sort.h"
 #include "moe/moe_unfused.h"

@@ -1,6 +1,6 @@
 // moekit — GPU quantization kernels: bf16 → FP8 E4M3 with FP32 block scales (SPEC §1).
 //
-// Numerics: see kernels/sm90/quantize_device.h (shared with moe/moe_sort.cu), bit for bit the host
+// Numerics: see kernels/sm90/quantize_device.h (shared with moe/moe_permute.cu), bit for bit the host
 // quantizers of numerics.h.
 //
 // Activation kernel (1x128): each warp processes "units" = (row, chunk of 2*U consecutive

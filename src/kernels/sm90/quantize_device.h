@@ -1,5 +1,5 @@
 // moekit — device routines of the bf16 → FP8 E4M3 block quantizers (SPEC §1), shared by the
-// quantization kernels (quantize.cu) and the MoE activation permutation (moe/moe_sort.cu) so that
+// quantization kernels (quantize.cu) and the MoE activation permutation (moe/moe_permute.cu) so that
 // every path produces the same bits as the host quantizers of numerics.h.
 //
 // Compiled by nvcc only (it includes the CUDA toolkit headers); it is deliberately not a .cuh, so
