@@ -1,9 +1,12 @@
-// Internal form of permute_quantize_by_token (include/moekit/moe_sort.h) used by the MoE forward.
+// Internal forms of permute_quantize_by_token (include/moekit/moe_sort.h) used by the MoE forward and
+// the fused sort launches; moe_permute.cu defines them.
 #pragma once
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
 namespace moekit::detail {
+
+struct ScatterParams;  // quantize_scatter_device.cuh
 
 /// Optional scratch of permute_quantize_by_token_zeroing: with sx set, each token's scales go once
 /// to sx [T, ceil(H/128)] (token-major, 16-byte aligned) and a second kernel copies them into
@@ -30,5 +33,16 @@ void permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_
 /// with the same zeroing duties as permute_quantize_by_token_zeroing. PDL: writes after the wait.
 void quantize_tokens_zeroing(const void* x, int64_t num_tokens, int64_t hidden, void* xq, float* sx, float* zero_acc,
                              cudaStream_t stream, unsigned* zero_u32 = nullptr, int num_zero_u32 = 0);
+
+/// Validates the arguments of permute_quantize_by_token_zeroing (token mode:
+/// expanded_to_permuted null, top_k 1, rows_bound = num_tokens — token t's codes go to row t of
+/// a_perm, its scales to column t of sa_perm) and fills `q` but for the unroll-dependent fields
+/// (set_scatter_unroll). False when there is nothing to write. `fn` names the caller in errors.
+bool scatter_params(const char* fn, const void* x, int64_t num_tokens, int64_t hidden, int top_k,
+                    const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm, float* sa_perm,
+                    float* zero_acc, unsigned* zero_u32, int num_zero_u32, ScatterParams& q);
+
+/// Sets the unit fields of `q` for units of 2 * unroll groups.
+void set_scatter_unroll(ScatterParams& q, int64_t num_tokens, int unroll);
 
 }  // namespace moekit::detail

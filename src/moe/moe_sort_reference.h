@@ -5,8 +5,6 @@
 #include <cstdint>
 #include <vector>
 
-#include <cuda_runtime_api.h>
-
 #include "moekit/moe_sort.h"
 
 namespace moekit::detail {
@@ -44,21 +42,5 @@ void permute_quantize_reference(const float* x, int64_t num_tokens, int64_t hidd
 void permute_quantize_by_token_reference(const float* x, int64_t num_tokens, int64_t hidden, int top_k,
                                          const std::vector<int32_t>& expanded_to_permuted, int64_t rows_bound,
                                          bool ue8m0, uint8_t* a_perm, float* sa_perm);
-
-// ---- Test hooks of the device moe_sort (defined in moe_sort.cu, not part of the public API) ----
-
-enum class MoeSortPath {
-  kAuto,       ///< what moe_sort does: kSingleCta where moe_sort_single_cta says so, else kRadix
-  kSingleCta,  ///< one launch, one sorting CTA (throws kInvalidArgument where not eligible)
-  kRadix,      ///< memset + classify + cub radix sort + scan + fill
-};
-
-/// Whether moe_sort takes the single-CTA path for these sizes (T * k <= 4096, local_count <= 1024).
-bool moe_sort_single_cta(int64_t num_tokens, int top_k, int local_count);
-
-/// moe_sort with the path chosen by the caller; same arguments, validation and outputs.
-void moe_sort_with_path(MoeSortPath path, const int32_t* topk_ids, int64_t num_tokens, int top_k,
-                        int num_experts_total, int local_offset, int local_count, const MoeSortBuffers& out,
-                        void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace moekit::detail

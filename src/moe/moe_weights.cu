@@ -67,8 +67,8 @@ __global__ void finalize_kernel(const float4* acc, uint2* y, int64_t n4) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
     const float4 v = acc[i];
     uint2 o;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(o.x) : "f"(v.y), "f"(v.x));
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(o.y) : "f"(v.w), "f"(v.z));
+    o.x = ptx::pack_bf16x2(v.x, v.y);
+    o.y = ptx::pack_bf16x2(v.z, v.w);
     y[i] = o;
   }
 }

@@ -1,5 +1,5 @@
 // moekit — per-token 1x128 FP8 quantization of activations, scattered to permuted rows (or kept
-// token-major), as warp-level device code shared by the permute kernels (moe_sort.cu) and the
+// token-major), as warp-level device code shared by the permute kernels (moe_permute.cu) and the
 // fused route + sort + quantize launch for small batches (route_sort.cu).
 #pragma once
 #include <cstdint>
@@ -25,7 +25,7 @@ struct ScatterParams {
   unsigned* zero_u32;                // optional counters zeroed alongside (the MoE GEMMs' tile counters)
   int num_zero_u32;
   /// Optional [T, groups] (token-major, logical layout): each token's scales are stored here once
-  /// instead of into sa_perm once per slot; gather_scales_kernel (moe_sort.cu) then fills sa_perm
+  /// instead of into sa_perm once per slot; gather_scales_kernel (moe_permute.cu) then fills sa_perm
   /// in row order. (The per-slot stores are 4-byte writes to random rows of each K block's column:
   /// at T = 16384 they cost 160 of the pass's 580 us, perf-notes v25.)
   float* sa_token = nullptr;
@@ -131,16 +131,5 @@ __device__ __forceinline__ void quantize_ctas(const ScatterParams& p, unsigned c
   constexpr int kWarpsPerCta = kThreadsPerCta / 32;
   quantize_scatter_units<1, false>(p, int64_t(cta) * kWarpsPerCta + (threadIdx.x >> 5), int64_t(ctas) * kWarpsPerCta);
 }
-
-/// Validates the arguments of permute_quantize_by_token_zeroing (moe_permute.h; token mode:
-/// expanded_to_permuted null, top_k 1, rows_bound = num_tokens — token t's codes go to row t of
-/// a_perm, its scales to column t of sa_perm) and fills `q` but for the unroll-dependent fields
-/// (set_scatter_unroll). False when there is nothing to write. `fn` names the caller in errors.
-bool scatter_params(const char* fn, const void* x, int64_t num_tokens, int64_t hidden, int top_k,
-                    const int32_t* expanded_to_permuted, int64_t rows_bound, void* a_perm, float* sa_perm,
-                    float* zero_acc, unsigned* zero_u32, int num_zero_u32, ScatterParams& q);
-
-/// Sets the unit fields of `q` for units of 2 * unroll groups.
-void set_scatter_unroll(ScatterParams& q, int64_t num_tokens, int unroll);
 
 }  // namespace moekit::detail

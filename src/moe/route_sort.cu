@@ -25,6 +25,8 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "moe/moe_permute.h"
+#include "moe/moe_sort_internal.h"
 #include "moe/routing_device.cuh"
 #include "moe/quantize_scatter_device.cuh"
 #include "moe/routing_plan.h"

@@ -32,20 +32,6 @@ struct ScatterParams;
 /// quantize_tokens_zeroing; returns their number (0: nothing to quantize). `fn` names the caller.
 unsigned fused_quantize_params(const char* fn, const RouteSortQuantize& q, int64_t num_tokens, ScatterParams& qp);
 
-/// Whether moe_sort_quantize can run for these sizes: moe_sort's single-CTA path (a pure function of
-/// the sizes); the MoE plan decides with it.
-bool moe_sort_quantize_applies(int64_t num_tokens, int top_k, int local_count);
-
-/// moe_sort(topk_ids, ...) on its single-CTA path and quantize_tokens_zeroing in ONE launch: CTAs
-/// after the sort's quantize the tokens token-major (the gather variant's input) and zero the
-/// accumulator and counters, bit-identical to the two calls, so GEMM1 follows the sort directly —
-/// moe_route_sort's quantization for callers that pass top-k ids. Requires
-/// moe_sort_quantize_applies(num_tokens, top_k, local_count); validates like moe_sort and the
-/// quantization. PDL-aware, graph-capturable, no host synchronization.
-void moe_sort_quantize(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts_total,
-                       int local_offset, int local_count, const MoeSortBuffers& out, void* workspace,
-                       size_t workspace_bytes, const RouteSortQuantize& quantize, cudaStream_t stream);
-
 /// route(config, logits, ...) followed by moe_sort(topk_ids, ...) in ONE launch: the routing warps of
 /// the single-CTA sort's CTA route the tokens (writing topk_ids / topk_weights exactly as route()
 /// does) and hand each slot's id to the sort through shared memory. Outputs are bit-identical to

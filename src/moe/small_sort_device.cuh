@@ -188,18 +188,3 @@ __device__ __forceinline__ void small_sort_finish(const Params& p, Smem& s) {
 }
 
 }  // namespace moekit::detail::small_sort
-
-namespace moekit::detail {
-
-// Host side (moe_sort.cu).
-/// moe_sort's argument checks (errors name `fn`); returns n = T * k.
-int64_t moe_sort_validate(const char* fn, const int32_t* topk_ids, int64_t num_tokens, int top_k,
-                          int num_experts_total, int local_offset, int local_count, const MoeSortBuffers& out,
-                          const void* workspace, size_t workspace_bytes);
-/// Parameters of the single-CTA path for n = T * k slots (n ≤ kMaxSlots, local_count ≤ kMaxExperts).
-small_sort::Params small_sort_params(const int32_t* topk_ids, int64_t n, int num_experts_total, int local_offset,
-                                     int local_count, const MoeSortBuffers& out);
-/// Its grid: CTA 0 plus the helper CTAs of the -1 fill.
-unsigned small_sort_grid(const small_sort::Params& q);
-
-}  // namespace moekit::detail

@@ -26,6 +26,7 @@
 #include "kernels/sm90/quantize_device.h"
 #include "moekit/moe_ops.h"
 #include "moekit/numerics.h"
+#include "ptx/ptx_memory.cuh"
 
 namespace moekit {
 namespace {
@@ -84,8 +85,8 @@ __global__ void __launch_bounds__(kThreads) swiglu_quantize_kernel(const SwigluP
     const uint16_t* gr = p.gu + row * p.ld_gu;
     uint4 gv = make_uint4(0u, 0u, 0u, 0u), uv = make_uint4(0u, 0u, 0u, 0u);
     if (valid) {
-      gv = load_nc_16(gr + col);
-      uv = load_nc_16(gr + p.inter + col);
+      gv = ptx::ld_global_nc_no_allocate_v4(gr + col);
+      uv = ptx::ld_global_nc_no_allocate_v4(gr + p.inter + col);
     }
 
     const uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};

@@ -8,6 +8,7 @@
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "moe/moe_sort_reference.h"
 #include "moe/moe_stage_trace.h"
+#include "moe/moe_sort_internal.h"
 #include "moe/route_sort.h"
 #include "moekit/moe_sort.h"
 #include "moekit/numerics.h"

@@ -4,6 +4,7 @@
 #include <cuda_fp8.h>
 
 #include "common/check.h"
+#include "ptx/ptx.cuh"
 
 namespace moekit::detail {
 namespace {
@@ -57,9 +58,9 @@ __global__ void fill_f32_kernel(float* dst, int64_t n, float lo, float hi, uint6
 
 __global__ void spin_kernel(unsigned long long ns) {
   unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  start = ptx::globaltimer();
   do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    now = ptx::globaltimer();
   } while (now - start < ns);
 }
 

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "moe/moe_sort_internal.h"
 #include "moe/moe_sort_reference.h"
 #include "moekit/error.h"
 #include "moekit/grouped_gemm.h"

@@ -48,6 +48,7 @@
 #include <cuda_runtime_api.h>
 
 #include "moe/moe_permute.h"
+#include "moe/moe_sort_internal.h"
 #include "moe/moe_sort_reference.h"
 #include "moekit/error.h"
 #include "moekit/grouped_gemm.h"

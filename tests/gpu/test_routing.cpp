@@ -24,6 +24,7 @@
 
 #include "gpu_test_util.h"
 #include "moe/moe_permute.h"
+#include "moe/moe_sort_internal.h"
 #include "moe/route_sort.h"
 #include "moe/routing_plan.h"
 #include "moekit/error.h"

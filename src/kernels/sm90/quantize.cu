@@ -1,6 +1,6 @@
 // moekit — GPU quantization kernels: bf16 → FP8 E4M3 with FP32 block scales (SPEC §1).
 //
-// Numerics: see kernels/sm90/quantize_device.h (shared with moe/moe_sort.cu), bit for bit the host
+// Numerics: see kernels/sm90/quantize_device.h (shared with moe/moe_permute.cu), bit for bit the host
 // quantizers of numerics.h.
 //
 // Activation kernel (1x128): each warp processes "units" = (row, chunk of 2*U consecutive
@@ -19,6 +19,7 @@
 #include "kernels/sm90/quantize_device.h"
 #include "moekit/numerics.h"
 #include "moekit/quantize.h"
+#include "ptx/ptx_memory.cuh"
 
 namespace moekit {
 namespace {
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_128x128_kernel(const
     for (int i = 0; i < kPasses; ++i) {
       const int64_t row = nb * 128 + r0 + i * kRowsPerPass;
       if (col_ok && row < p.n) {
-        v[i] = load_nc_16(p.w + row * p.ldw + col);
+        v[i] = ptx::ld_global_nc_no_allocate_v4(p.w + row * p.ldw + col);
       } else {
         v[i] = make_uint4(0u, 0u, 0u, 0u);
       }

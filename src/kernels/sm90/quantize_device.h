@@ -1,5 +1,5 @@
 // moekit — device routines of the bf16 → FP8 E4M3 block quantizers (SPEC §1), shared by the
-// quantization kernels (quantize.cu) and the MoE activation permutation (moe/moe_sort.cu) so that
+// quantization kernels (quantize.cu) and the MoE activation permutation (moe/moe_permute.cu) so that
 // every path produces the same bits as the host quantizers of numerics.h.
 //
 // Compiled by nvcc only (it includes the CUDA toolkit headers); it is deliberately not a .cuh, so
@@ -21,16 +21,9 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-namespace moekit::sm90::quant {
+#include "ptx/ptx_memory.cuh"
 
-// 16-byte read-only load that does not allocate in L1 (x is streamed once).
-__device__ __forceinline__ uint4 load_nc_16(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
+namespace moekit::sm90::quant {
 
 // The two bf16 of a 32-bit word as exact floats (element 2i in the low half, 2i+1 in the high).
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
@@ -142,7 +135,7 @@ __device__ __forceinline__ void load_unit_amax(const uint16_t* xr, int k, int g0
   for (int u = 0; u < U; ++u) {
     const int col = (g0 + 2 * u) * 128 + sub * 8;
     if (col < k) {
-      v[u] = load_nc_16(xr + col);
+      v[u] = ptx::ld_global_nc_no_allocate_v4(xr + col);
     } else {
       v[u] = make_uint4(0u, 0u, 0u, 0u);
     }
