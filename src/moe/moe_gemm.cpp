@@ -9,6 +9,7 @@
 #include "gemm/heuristic.h"
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "moekit/numerics.h"
+#include "runtime/knobs.h"
 
 namespace moekit::detail {
 
@@ -120,14 +121,13 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   const int64_t n = moe_prepared_w1_rows(a.inter);
   GemmConfig c = select_moe_gemm1_config(a.rows, n, a.expected.rows_per_active, sm90::kSwigluEpilogueSmem,
                                          device_limits());
-  c = config_from_env("MOEKIT_MOE_GEMM1_CONFIG", c);  // GEMM1 keeps its 64 x 256 tile
+  c = config_override(knobs().moe_gemm1_config, c);  // GEMM1 keeps its 64 x 256 tile
   c.block_m = 64;
   c.block_n = 256;
   const CUtensorMap tma_h = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
                                         static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 128, 64,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
   Fp8GemmFamily family;
-  family.header = "kernels/sm90/moe_gemm.cuh";
   family.wg_n = 2;
   family.epilogue_smem = sm90::kSwigluEpilogueSmem;
   family.tma_d = &tma_h;
@@ -143,7 +143,7 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   family.promote_k = gemm1_promote_k(a.promote_k, a.expected);
   MOEKIT_REQUIRE(a.tail_split >= -1 && a.tail_split <= 1, ErrorCode::kInvalidArgument,
                  "moe_gemm1_swiglu: tail_split = ", a.tail_split, " must be -1 (automatic), 0 or 1");
-  sm90::GemmParams p{};
+  sm90::MoeGemm1Params p{};
   p.group_offsets = a.offsets;
   p.group_counts = a.counts;
   p.num_groups = static_cast<unsigned>(a.num_experts);
@@ -176,7 +176,7 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
     op.sa = a.sa_tokens;
     op.a_rows = a.num_tokens;
   }
-  launch_fp8_gemm(c, gather ? "moe_gemm1_swiglu_gather_contiguous" : "moe_gemm1_swiglu_contiguous", op, p, stream,
+  launch_fp8_gemm(c, gather ? Fp8GemmKernel::kMoeGemm1SwigluGather : Fp8GemmKernel::kMoeGemm1Swiglu, op, p, stream,
                   family);
 }
 
@@ -184,9 +184,8 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   GemmConfig c = select_moe_gemm2_config(a.expected.rows_per_active, a.expected.active, a.rows, a.hidden, a.inter,
                                          device_limits());
-  c = config_from_env("MOEKIT_MOE_GEMM2_CONFIG", c);
+  c = config_override(knobs().moe_gemm2_config, c);
   Fp8GemmFamily family;
-  family.header = "kernels/sm90/moe_gemm.cuh";
   family.epilogue_smem = 0;
   family.a_box_rows = decode_a_box_rows(a.expected);
   family.pdl_early = true;  // as GEMM1: the offsets come from moe_sort, three launches back
@@ -195,7 +194,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
                                             static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 16, 1,
                                             CU_TENSOR_MAP_SWIZZLE_NONE);
   family.tma_d = &tma_dummy;
-  sm90::GemmParams p{};
+  sm90::MoeGemm2Params p{};
   p.group_offsets = a.offsets;
   p.group_counts = a.counts;
   p.num_groups = static_cast<unsigned>(a.num_experts);
@@ -208,7 +207,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   if (c.multicast == 1) p.tile_counter = dynamic_counter(2, a.tile_counter, a.force_dynamic, a.expected, a.hidden, c);
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};
-  launch_fp8_gemm(c, "moe_gemm2_scatter_contiguous", op, p, stream, family);
+  launch_fp8_gemm(c, Fp8GemmKernel::kMoeGemm2Scatter, op, p, stream, family);
 }
 
 }  // namespace moekit::detail
