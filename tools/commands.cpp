@@ -61,7 +61,7 @@ int jit_warm_main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     const GemmConfig c = detail::select_gemm_config(s.m, s.n, s.k, lim, 1, true);
     std::string entry;
-    std::string src = detail::fp8_gemm_kernel_source(c, "fp8_gemm_dense", &entry);
+    std::string src = detail::fp8_gemm_kernel_source(c, detail::Fp8GemmKernel::kDense, &entry);
     sources.insert({entry, src});
   }
   std::vector<std::pair<std::string, std::string>> work(sources.begin(), sources.end());

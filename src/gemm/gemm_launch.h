@@ -1,10 +1,14 @@
-// Internal launch helpers of the FP8 GEMM family, shared by the dense and grouped entry points.
+// Internal launch helpers of the FP8 GEMM family, shared by the dense, grouped and MoE entry points
+// (gemm/fp8_gemm_launch.cpp).
 #pragma once
 #include <cuda.h>
+#include <cstddef>
 #include <string>
+#include <type_traits>
 #include <cuda_runtime_api.h>
 
 #include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "kernels/sm90/gemm_params.cuh"
 #include "moekit/gemm.h"
 #include "moekit/grouped_gemm.h"
 
@@ -29,9 +33,31 @@ CUtensorMap make_tma_2d(CUtensorMapDataType dtype, size_t elem_bytes, const void
 /// The TMA swizzle mode for a swizzle span of 32, 64 or 128 bytes (else none).
 CUtensorMapSwizzle swizzle_for_bytes(unsigned bytes);
 
-/// What differs between the kernel families that share launch_fp8_gemm.
+/// The kernel bodies launch_fp8_gemm runs (moekit::sm90::<body> in their entry headers).
+enum class Fp8GemmKernel {
+  kDense,                ///< fp8_gemm_dense (kernels/sm90/gemm.cuh)
+  kContiguous,           ///< fp8_gemm_contiguous (kernels/sm90/grouped_gemm.cuh)
+  kMasked,               ///< fp8_gemm_masked (kernels/sm90/grouped_gemm.cuh)
+  kMoeGemm1Swiglu,       ///< moe_gemm1_swiglu_contiguous (kernels/sm90/moe_gemm.cuh)
+  kMoeGemm1SwigluGather, ///< moe_gemm1_swiglu_gather_contiguous (kernels/sm90/moe_gemm.cuh)
+  kMoeGemm2Scatter,      ///< moe_gemm2_scatter_contiguous (kernels/sm90/moe_gemm.cuh)
+  kCount
+};
+
+/// What the launch machinery knows of a kernel body.
+struct Fp8GemmKernelInfo {
+  const char* body;     ///< moekit::sm90::<body>; also the stem of the generated entry's name
+  const char* header;   ///< the entry header that defines it
+  const char* params;   ///< its parameter struct, sm90::<params>
+  size_t params_bytes;  ///< sizeof that struct
+  bool split_k;         ///< takes kSplitK (before kDirectStore): split-K configurations
+  bool direct_store;    ///< a bf16 body taking kDirectStore last: GemmConfig::direct_store
+  bool promote_k;       ///< takes kPromoteK fifth: Fp8GemmFamily::promote_k other than 128
+};
+const Fp8GemmKernelInfo& fp8_gemm_kernel_info(Fp8GemmKernel kernel);
+
+/// What differs between the launches of one kernel body.
 struct Fp8GemmFamily {
-  const char* header = "kernels/sm90/fp8_gemm.cuh";  ///< defines the body
   int wg_n = 1;                                       ///< math warpgroups along N
   unsigned epilogue_smem = ~0u;                       ///< staging bytes; ~0u: the bf16 D tile
   const CUtensorMap* tma_d = nullptr;                 ///< null: bf16 D from the operands
@@ -56,8 +82,9 @@ struct Fp8GemmFamily {
 };
 
 /// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S, C>.
-/// Sets *entry to the entry's name.
-std::string fp8_gemm_kernel_source(const GemmConfig& c, const char* body, std::string* entry,
+/// Sets *entry to the entry's name. Throws kInvalidArgument where the body cannot run `c` (split-K,
+/// direct stores) or family.promote_k.
+std::string fp8_gemm_kernel_source(const GemmConfig& c, Fp8GemmKernel kernel, std::string* entry,
                                    const Fp8GemmFamily& family = {});
 
 /// The operands of one launch of the GEMM family: `rows` rows of A and D, `b_rows` rows of B
@@ -76,23 +103,26 @@ struct Fp8GemmOperands {
   int64_t a_rows = 0;
 };
 
-/// Builds the TMA descriptors, fills the shape fields of `params` (group fields are the
-/// caller's), compiles/loads kernel `body` for `c` (cached) and launches it with c.num_sms
-/// persistent CTAs (clusters of c.multicast).
-void launch_fp8_gemm(const GemmConfig& c, const char* body, const Fp8GemmOperands& op, sm90::GemmParams params,
-                     cudaStream_t stream, const Fp8GemmFamily& family = {});
+/// launch_fp8_gemm with the family's parameter struct at `family_params` (`family_params_bytes`
+/// bytes) and `params` its GemmParams part.
+void launch_fp8_gemm_with(const GemmConfig& c, Fp8GemmKernel kernel, const Fp8GemmOperands& op,
+                          sm90::GemmParams& params, void* family_params, size_t family_params_bytes,
+                          cudaStream_t stream, const Fp8GemmFamily& family);
 
-/// Tuning knob (not API): the environment variable `name` (MOEKIT_GROUPED_CONFIG,
-/// MOEKIT_MOE_GEMM1_CONFIG, MOEKIT_MOE_GEMM2_CONFIG) holds a GemmConfig string
-/// (m<BM>n<BN>s<stages>g<group>x<ctas>[c<multicast>]) that replaces the heuristic's pick `c`.
-/// MOEKIT_GROUPED_CONFIG reaches every grouped GEMM launch, the MoE layer's rows GEMM2 (large T)
-/// included; MOEKIT_MOE_GEMM2_CONFIG only the scatter-add GEMM2 (small T).
-/// Shape checks are the launch's (a config that does not fit fails there with a CUDA error).
-GemmConfig config_from_env(const char* name, const GemmConfig& c);
+/// Builds the TMA descriptors, fills the GemmParams part of `params` (the family's fields are the
+/// caller's), compiles/loads `kernel` for `c` (cached) and launches it with c.num_sms persistent
+/// CTAs (clusters of c.multicast). P: the body's parameter struct (Fp8GemmKernelInfo::params).
+template <class P>
+void launch_fp8_gemm(const GemmConfig& c, Fp8GemmKernel kernel, const Fp8GemmOperands& op, P params,
+                     cudaStream_t stream, const Fp8GemmFamily& family = {}) {
+  static_assert(std::is_base_of_v<sm90::GemmParams, P> && std::is_trivially_copyable_v<P>);
+  launch_fp8_gemm_with(c, kernel, op, params, &params, sizeof(P), stream, family);
+}
 
-/// GemmParams::tail_halves for the dense and masked GEMMs: on unless MOEKIT_TAIL_HALVES=0 (a
-/// diagnostic switch for A/B runs, not API).
-unsigned tail_halves_setting();
+/// A tile configuration override (knobs(): grouped_config, moe_gemm1_config, moe_gemm2_config): the
+/// GemmConfig `text` replaces the heuristic's pick `c` unless empty. Shape checks are the launch's
+/// (a config that does not fit fails there with a CUDA error).
+GemmConfig config_override(const std::string& text, const GemmConfig& c);
 
 /// grouped_gemm_fp8_contiguous with dynamic tile scheduling when `tile_counter` (a device counter
 /// that is 0 at launch; the caller zeroes it) is not null (GemmParams::tile_counter), and with

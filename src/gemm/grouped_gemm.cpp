@@ -29,7 +29,7 @@ void validate_grouped(const char* fn, const GroupedGemmFp8Args& a, int64_t rows)
 // Grouped configurations pair CTAs only along N (256-row tiles sharing A, whose two tiles always
 // have the same rows and group); pairs along M would need both tiles in one group.
 GemmConfig grouped_config(int64_t m_per_group, int64_t groups, int64_t n, int64_t k, bool contiguous) {
-  GemmConfig c = config_from_env("MOEKIT_GROUPED_CONFIG", select_gemm_config(m_per_group, n, k, device_limits(), groups,
+  GemmConfig c = config_override(knobs().grouped_config, select_gemm_config(m_per_group, n, k, device_limits(), groups,
                                                                              false, true, contiguous));
   if (!sm90::gemm_cluster_shares_a(c.block_m, c.multicast)) c.multicast = 1;
   return c;
@@ -43,23 +43,25 @@ int cluster_ctas(const GemmConfig& c, int64_t row_tiles, int64_t n) {
   return static_cast<int>(std::max<int64_t>(mc, std::min<int64_t>(c.num_sms, tiles) / mc * mc));
 }
 
-void launch_grouped(const char* body, const GroupedGemmFp8Args& a, int64_t rows, const GemmConfig& c,
+void launch_grouped(Fp8GemmKernel kernel, const GroupedGemmFp8Args& a, int64_t rows, const GemmConfig& c,
                     const int32_t* offsets, const int32_t* counts, int64_t max_m, cudaStream_t stream,
                     unsigned* tile_counter = nullptr) {
-  sm90::GemmParams p{};
+  sm90::GroupedGemmParams p{};
   if (tile_counter != nullptr) {  // contiguous only: dynamic units in one M-major pass
     p.tile_counter = tile_counter;
     p.sched_one_pass = rows / a.num_groups > 64 ? 1u : 0u;
   }
   p.group_offsets = offsets;
   p.group_counts = counts;
-  p.tail_halves = tail_halves_setting();  // masked, and contiguous with 256-row tiles
+  p.tail_halves = 1;  // masked, and contiguous with 256-row tiles
   p.num_groups = static_cast<unsigned>(a.num_groups);
   p.group_max_m = static_cast<unsigned>(max_m);
+  p.d = a.d;
+  p.ldd = static_cast<unsigned>(a.ldd);
   const Fp8GemmOperands op{a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd, rows, a.num_groups * a.n, a.n, a.k};
   Fp8GemmFamily family;
   family.b_evict_first = max_m > 0;  // masked only (Fp8GemmFamily::b_evict_first)
-  launch_fp8_gemm(c, body, op, p, stream, family);
+  launch_fp8_gemm(c, kernel, op, p, stream, family);
 }
 
 // `dynamic`: units are claimed from a tile counter, which only single CTAs do (a pair's CTAs must
@@ -75,9 +77,9 @@ GemmConfig masked_config(int64_t max_m, int64_t groups, int64_t n, int64_t k) {
   return c;
 }
 
-void prepare(const GemmConfig& c, const char* body) {
+void prepare(const GemmConfig& c, Fp8GemmKernel kernel) {
   std::string entry;
-  jit::get_kernel(fp8_gemm_kernel_source(c, body, &entry), entry);
+  jit::get_kernel(fp8_gemm_kernel_source(c, kernel, &entry), entry);
 }
 
 }  // namespace
@@ -131,7 +133,7 @@ void detail::grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, in
   MOEKIT_REQUIRE(offsets && counts, ErrorCode::kInvalidArgument, fn, ": offsets and counts are required");
   detail::require_sm90(fn);
   const GemmConfig c = config ? *config : detail::contiguous_config(rows, a.num_groups, a.n, a.k, tile_counter != nullptr);
-  detail::launch_grouped("fp8_gemm_contiguous", a, rows, c, offsets, counts, 0, stream, tile_counter);
+  detail::launch_grouped(detail::Fp8GemmKernel::kContiguous, a, rows, c, offsets, counts, 0, stream, tile_counter);
 }
 
 void grouped_gemm_fp8_masked(const GroupedGemmFp8Args& a, int64_t max_m, const int32_t* counts, cudaStream_t stream) {
@@ -142,21 +144,21 @@ void grouped_gemm_fp8_masked(const GroupedGemmFp8Args& a, int64_t max_m, const i
   MOEKIT_REQUIRE(counts, ErrorCode::kInvalidArgument, fn, ": counts is required");
   detail::require_sm90(fn);
   const GemmConfig c = detail::masked_config(max_m, a.num_groups, a.n, a.k);
-  detail::launch_grouped("fp8_gemm_masked", a, rows, c, nullptr, counts, max_m, stream);
+  detail::launch_grouped(detail::Fp8GemmKernel::kMasked, a, rows, c, nullptr, counts, max_m, stream);
 }
 
 void grouped_gemm_fp8_prepare_contiguous(int64_t rows, int64_t num_groups, int64_t n, int64_t k) {
   detail::require_sm90("moekit::grouped_gemm_fp8_prepare_contiguous");
   MOEKIT_REQUIRE(rows > 0 && num_groups >= 1, ErrorCode::kInvalidArgument,
                  "moekit::grouped_gemm_fp8_prepare_contiguous: need rows > 0 and num_groups >= 1");
-  detail::prepare(detail::contiguous_config(rows, num_groups, n, k), "fp8_gemm_contiguous");
+  detail::prepare(detail::contiguous_config(rows, num_groups, n, k), detail::Fp8GemmKernel::kContiguous);
 }
 
 void grouped_gemm_fp8_prepare_masked(int64_t max_m, int64_t num_groups, int64_t n, int64_t k) {
   detail::require_sm90("moekit::grouped_gemm_fp8_prepare_masked");
   MOEKIT_REQUIRE(max_m >= 1 && num_groups >= 1, ErrorCode::kInvalidArgument,
                  "moekit::grouped_gemm_fp8_prepare_masked: need max_m >= 1 and num_groups >= 1");
-  detail::prepare(detail::masked_config(max_m, num_groups, n, k), "fp8_gemm_masked");
+  detail::prepare(detail::masked_config(max_m, num_groups, n, k), detail::Fp8GemmKernel::kMasked);
 }
 
 }  // namespace moekit

@@ -111,7 +111,7 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
     // Since v32 also groups of 256-1023 rows in short launches (direct stores, 4 stages): measured
     // (kernel-only) masked 2 x 512 / 4 x 256 (7168, 2048) 32.6 / 37.8 us against 33.8 / 38.6 with
     // m128n128s6r and 34.8 / 40.7 with m128n128s5; (4096, 7168) 51.2 / 60.2 against 56.8 / 67.0.
-    if (bm == 256 && (!allow_wide || !lim.wide_tiles || m < 256)) continue;
+    if (bm == 256 && (!allow_wide || m < 256)) continue;
     const int64_t m_blocks = ceil_div(m, bm);
     // Pairs sharing B (mc = 2, block_m <= 128) are supported but not chosen: measured on the H100
     // they were 4-10% slower than mc = 1 with pipelined tiles (docs/perf-notes.md v3); they stay
@@ -128,7 +128,7 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
               contiguous && bm == 256 ? ceil_div(groups * ceil_div(m, int64_t(128)), int64_t(2)) : groups * m_blocks;
           const int64_t tiles = share_a ? row_tiles * ceil_div(ceil_div(n, bn), mc) * mc
                                         : groups * ceil_div(m_blocks, mc) * mc * ceil_div(n, bn);  // incl. ghost tiles
-          const bool direct = lim.direct_store && bm >= 128 && split == 1 && num_kb >= kDirectMinKBlocks &&
+          const bool direct = bm >= 128 && split == 1 && num_kb >= kDirectMinKBlocks &&
                               tiles <= kDirectMaxWaves * max_ctas;
           const int stages = stages_that_fit(direct ? 0u : ~0u, bm, bn, split, lim);
           if (stages < 2) continue;

@@ -16,11 +16,6 @@ struct GemmDeviceLimits {
   /// cluster_slots[s]: clusters of s CTAs (one per SM) that run at once; 0 = unknown (taken as
   /// num_sms / s).
   int cluster_slots[9] = {};
-  /// 256-row tiles may be chosen (false: MOEKIT_WIDE_TILES=0, a diagnostic switch for A/B runs).
-  bool wide_tiles = true;
-  /// Short launches may store D straight from registers (GemmConfig::direct_store; false:
-  /// MOEKIT_DIRECT_STORE=0, a diagnostic switch for A/B runs — the TMA-store picks of v31).
-  bool direct_store = true;
   /// CTAs a grid of clusters of `size` may have in one wave.
   int max_cluster_ctas(int size) const {
     if (size <= 1) return num_sms;

@@ -15,7 +15,6 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
                                         static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 128, 64,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
   Fp8GemmFamily family;
-  family.header = "kernels/sm90/moe_gemm.cuh";
   family.wg_n = 2;
   family.epilogue_smem = sm90::kSwigluEpilogueSmem;
   family.tma_d = &tma_h;
@@ -24,7 +23,7 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   family.pdl_early = a.plan.pdl_early;
   family.a_box_rows = a.plan.a_box_rows;
   family.promote_k = a.plan.promote_k;
-  sm90::GemmParams p{};
+  sm90::MoeGemm1Params p{};
   p.group_offsets = a.offsets;
   p.group_counts = a.counts;
   p.num_groups = static_cast<unsigned>(a.num_experts);
@@ -55,7 +54,7 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
     op.sa = a.sa_tokens;
     op.a_rows = a.num_tokens;
   }
-  launch_fp8_gemm(c, gather ? "moe_gemm1_swiglu_gather_contiguous" : "moe_gemm1_swiglu_contiguous", op, p, stream,
+  launch_fp8_gemm(c, gather ? Fp8GemmKernel::kMoeGemm1SwigluGather : Fp8GemmKernel::kMoeGemm1Swiglu, op, p, stream,
                   family);
 }
 
@@ -63,7 +62,6 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   const GemmConfig& c = a.plan.config;
   Fp8GemmFamily family;
-  family.header = "kernels/sm90/moe_gemm.cuh";
   family.epilogue_smem = 0;
   family.a_box_rows = a.plan.a_box_rows;
   family.pdl_early = true;  // as GEMM1: the offsets come from moe_sort, three launches back
@@ -72,7 +70,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
                                             static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 16, 1,
                                             CU_TENSOR_MAP_SWIZZLE_NONE);
   family.tma_d = &tma_dummy;
-  sm90::GemmParams p{};
+  sm90::MoeGemm2Params p{};
   p.group_offsets = a.offsets;
   p.group_counts = a.counts;
   p.num_groups = static_cast<unsigned>(a.num_experts);
@@ -83,7 +81,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   if (a.plan.dynamic) p.tile_counter = a.tile_counter;
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};
-  launch_fp8_gemm(c, "moe_gemm2_scatter_contiguous", op, p, stream, family);
+  launch_fp8_gemm(c, Fp8GemmKernel::kMoeGemm2Scatter, op, p, stream, family);
 }
 
 }  // namespace moekit::detail

@@ -5,7 +5,7 @@
 namespace moekit::jit {
 
 struct EmbeddedFile {
-  const char* path;  ///< relative to src/, e.g. "kernels/sm90/fp8_gemm.cuh"
+  const char* path;  ///< relative to src/, e.g. "kernels/sm90/gemm.cuh"
   const char* text;
 };
 

@@ -44,9 +44,6 @@ TEST(GemmConfig, SmallMUsesOneWarpgroupTiles) {
   // 816 us on the H100), unless the caller or the device limits rule them out.
   EXPECT_EQ(moekit::detail::select_gemm_config(4096, 7168, 16384, lim).block_m, 256);
   EXPECT_EQ(moekit::detail::select_gemm_config(4096, 7168, 16384, lim, 1, false, false).block_m, 128);
-  GemmDeviceLimits no_wide;
-  no_wide.wide_tiles = false;
-  EXPECT_EQ(moekit::detail::select_gemm_config(4096, 7168, 16384, no_wide).block_m, 128);
 }
 
 // Groups of 512-1023 rows take 256-row tiles with the TMA store only in long launches, and the
@@ -100,12 +97,6 @@ TEST(GemmConfig, DirectStoreOnShortLaunches) {
   EXPECT_FALSE(select_gemm_config(128, 32768, 512, lim, 1, true).direct_store);   // 4 K blocks
   EXPECT_TRUE(select_gemm_config(1024, 7168, 1024, lim, 1, true).direct_store);   // 8 K blocks, 1.7 waves
   EXPECT_FALSE(moekit::detail::select_moe_gemm2_config(128, 4, 512, 7168, 2048, lim).direct_store);
-  GemmDeviceLimits off;  // MOEKIT_DIRECT_STORE=0: the v31 picks
-  off.direct_store = false;
-  const GemmConfig v31 = select_gemm_config(1024, 4096, 7168, off, 1, false, true, false);
-  EXPECT_FALSE(v31.direct_store);
-  EXPECT_EQ(v31.str(), "m256n128s3g4x128c1");
-  EXPECT_EQ(select_gemm_config(512, 7168, 2048, off, 2, false, true, false).block_m, 128);
 }
 
 // 256-row tiles run in pairs sharing A only on long launches (perf-notes v22, H100: 1.2-1.6% faster

@@ -59,7 +59,7 @@ TEST(Jit, DenseGemmFamilyCompilesForSm90a) {
   };
   for (const auto& c : configs) {
     std::string entry;
-    const std::string src = moekit::detail::fp8_gemm_kernel_source(c, "fp8_gemm_dense", &entry);
+    const std::string src = moekit::detail::fp8_gemm_kernel_source(c, moekit::detail::Fp8GemmKernel::kDense, &entry);
     SCOPED_TRACE(entry);
     expect_compiles_clean(src, entry);
   }
@@ -67,7 +67,8 @@ TEST(Jit, DenseGemmFamilyCompilesForSm90a) {
 
 // The grouped families: same mainloop, contiguous and masked schedulers, row-masked epilogue.
 TEST(Jit, GroupedGemmFamiliesCompileForSm90a) {
-  for (const char* body : {"fp8_gemm_contiguous", "fp8_gemm_masked"})
+  using moekit::detail::Fp8GemmKernel;
+  for (Fp8GemmKernel body : {Fp8GemmKernel::kContiguous, Fp8GemmKernel::kMasked})
     for (const moekit::GemmConfig& c : {moekit::GemmConfig{128, 128, 5, 8, 132, 1}, moekit::GemmConfig{64, 48, 8, 1, 132, 1}}) {
       std::string entry;
       const std::string src = moekit::detail::fp8_gemm_kernel_source(c, body, &entry);
@@ -80,16 +81,17 @@ TEST(Jit, GroupedGemmFamiliesCompileForSm90a) {
 // (n128: 16 chunks) and partial (n120: 15, n56: 7, n24: 3, n144: 18), two waves (256-row tiles),
 // pairs sharing A, split-K, and both grouped schedulers.
 TEST(Jit, DirectStoreCompilesForSm90a) {
+  using moekit::detail::Fp8GemmKernel;
   struct Case {
-    const char* body;
+    Fp8GemmKernel body;
     moekit::GemmConfig c;
   };
   const Case cases[] = {
-      {"fp8_gemm_dense", {256, 128, 4, 4, 132, 1}},  {"fp8_gemm_dense", {128, 120, 6, 8, 132, 1}},
-      {"fp8_gemm_dense", {64, 56, 8, 1, 132, 1}},    {"fp8_gemm_dense", {128, 144, 5, 8, 132, 1}},
-      {"fp8_gemm_dense", {256, 128, 4, 4, 132, 2}},  {"fp8_gemm_dense", {64, 24, 8, 1, 132, 1, 4}},
-      {"fp8_gemm_masked", {256, 128, 4, 4, 132, 1}}, {"fp8_gemm_masked", {128, 128, 6, 8, 132, 1}},
-      {"fp8_gemm_contiguous", {256, 128, 4, 8, 132, 1}},
+      {Fp8GemmKernel::kDense, {256, 128, 4, 4, 132, 1}},  {Fp8GemmKernel::kDense, {128, 120, 6, 8, 132, 1}},
+      {Fp8GemmKernel::kDense, {64, 56, 8, 1, 132, 1}},    {Fp8GemmKernel::kDense, {128, 144, 5, 8, 132, 1}},
+      {Fp8GemmKernel::kDense, {256, 128, 4, 4, 132, 2}},  {Fp8GemmKernel::kDense, {64, 24, 8, 1, 132, 1, 4}},
+      {Fp8GemmKernel::kMasked, {256, 128, 4, 4, 132, 1}}, {Fp8GemmKernel::kMasked, {128, 128, 6, 8, 132, 1}},
+      {Fp8GemmKernel::kContiguous, {256, 128, 4, 8, 132, 1}},
   };
   for (Case x : cases) {
     x.c.direct_store = true;
@@ -102,25 +104,24 @@ TEST(Jit, DirectStoreCompilesForSm90a) {
 }
 
 // The MoE layer's fused GEMMs: GEMM1 (two warpgroups along N, 64-row B scales, SwiGLU + FP8
-// requant epilogue; A by TMA or gathered by token) and GEMM2 (scatter-add epilogue), contiguous and masked schedulers.
+// requant epilogue; A by TMA or gathered by token) and GEMM2 (scatter-add epilogue).
 TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
+  using moekit::detail::Fp8GemmKernel;
   moekit::detail::Fp8GemmFamily family;
-  family.header = "kernels/sm90/moe_gemm.cuh";
   struct Case {
-    const char* body;
+    Fp8GemmKernel body;
     moekit::GemmConfig c;
     int wg_n;
     int promote_k;
   };
-  const Case cases[] = {{"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 1}, 2, 128},
-                        {"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 1}, 2, 64},  // chains of 64 of K
-                        {"moe_gemm1_swiglu_masked", {64, 256, 4, 1, 132, 1}, 2, 32},      // chains of 32
-                        {"moe_gemm1_swiglu_contiguous", {64, 256, 5, 8, 132, 2}, 2, 64},  // B multicast pairs
-                        {"moe_gemm1_swiglu_gather_contiguous", {64, 256, 5, 8, 132, 1}, 2, 32},  // A by token
-                        {"moe_gemm1_swiglu_gather_contiguous", {64, 256, 5, 8, 132, 2}, 2, 64},
-                        {"moe_gemm1_swiglu_masked", {64, 256, 4, 1, 132, 1}, 2, 128},
-                        {"moe_gemm2_scatter_contiguous", {128, 128, 6, 8, 132, 1}, 1, 128},
-                        {"moe_gemm2_scatter_masked", {64, 160, 6, 1, 132, 1}, 1, 128}};
+  const Case cases[] = {{Fp8GemmKernel::kMoeGemm1Swiglu, {64, 256, 5, 8, 132, 1}, 2, 128},
+                        {Fp8GemmKernel::kMoeGemm1Swiglu, {64, 256, 5, 8, 132, 1}, 2, 64},  // chains of 64 of K
+                        {Fp8GemmKernel::kMoeGemm1Swiglu, {64, 256, 4, 1, 132, 1}, 2, 32},  // chains of 32
+                        {Fp8GemmKernel::kMoeGemm1Swiglu, {64, 256, 5, 8, 132, 2}, 2, 64},  // B multicast pairs
+                        {Fp8GemmKernel::kMoeGemm1SwigluGather, {64, 256, 5, 8, 132, 1}, 2, 32},  // A by token
+                        {Fp8GemmKernel::kMoeGemm1SwigluGather, {64, 256, 5, 8, 132, 2}, 2, 64},
+                        {Fp8GemmKernel::kMoeGemm2Scatter, {128, 128, 6, 8, 132, 1}, 1, 128},
+                        {Fp8GemmKernel::kMoeGemm2Scatter, {64, 160, 6, 1, 132, 1}, 1, 128}};
   for (const Case& k : cases) {
     family.wg_n = k.wg_n;
     family.promote_k = k.promote_k;
@@ -134,7 +135,7 @@ TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
 TEST(Jit, DiskCacheIsReused) {
   const moekit::GemmConfig c{64, 32, 4, 1, 132};
   std::string entry;
-  const std::string src = moekit::detail::fp8_gemm_kernel_source(c, "fp8_gemm_dense", &entry);
+  const std::string src = moekit::detail::fp8_gemm_kernel_source(c, moekit::detail::Fp8GemmKernel::kDense, &entry);
   const auto first = moekit::jit::compile_cubin(src, entry);
   size_t files = 0;
   for (const auto& f : std::filesystem::directory_iterator(moekit::jit::cache_dir()))

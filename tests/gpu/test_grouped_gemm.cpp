@@ -34,6 +34,7 @@
 #include "moekit/moekit.h"
 #include "gemm/gemm_launch.h"
 #include "runtime/device_buffer.h"
+#include "runtime/knobs.h"
 #include "runtime/random.h"
 
 using moekit::detail::DeviceBuffer;
@@ -452,10 +453,15 @@ TEST(GroupedGemmContiguous, LayoutsAndShapes) {
   EXPECT_GE(runs, 30);
 }
 
-// A grouped configuration forced through MOEKIT_GROUPED_CONFIG for one test's scope.
+// A grouped configuration forced (knobs().grouped_config, as MOEKIT_GROUPED_CONFIG) for one test's scope.
+moekit::detail::Knobs with_grouped_config(const char* config) {
+  moekit::detail::Knobs k = moekit::detail::knobs();
+  k.grouped_config = config;
+  return k;
+}
 struct ForcedGroupedConfig {
-  explicit ForcedGroupedConfig(const char* config) { setenv("MOEKIT_GROUPED_CONFIG", config, 1); }
-  ~ForcedGroupedConfig() { unsetenv("MOEKIT_GROUPED_CONFIG"); }
+  explicit ForcedGroupedConfig(const char* config) : scope(with_grouped_config(config)) {}
+  moekit::detail::ScopedKnobs scope;
 };
 
 // The 256-row tile cases under a forced configuration: every contiguous layout with `shapes` (N 2880

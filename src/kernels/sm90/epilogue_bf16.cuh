@@ -45,8 +45,10 @@ struct Bf16TmaEpilogue {
   /// `smem_d` is the 1024-byte aligned staging buffer. Called by all math threads. Whole tiles go
   /// out through the TMA store; a tile with fewer valid rows (grouped GEMMs: the rest belong to
   /// padding or another group) is copied row by row so nothing past its valid rows is written.
+  /// P: the family's parameters with the bf16 output (DenseGemmParams, GroupedGemmParams).
+  template <class P>
   __device__ __forceinline__ static void store(const float (&acc)[kBlockN / 2 * T::kWaves], const Tile& t,
-                                               const GemmParams& p,
+                                               const P& p,
                                                u32 smem_d, const ptx::TmaDescriptor& tma_d,
                                                const MathThread& th) {
 #if MOEKIT_DIAG_NO_EPILOGUE
@@ -143,8 +145,9 @@ struct Bf16DirectEpilogue {
   /// Stores the tile's accumulators `acc` (wgmma layout, kBlockN/2 per thread and wave, wave w's
   /// rows 128 w further down) at (t.m0, t.n0): rows below t.valid_rows and the tensor's p.m rows,
   /// columns below p.n (a multiple of 8). Called by all math threads, converged.
+  template <class P>
   __device__ __forceinline__ static void store(const float (&acc)[kBlockN / 2 * T::kWaves], const Tile& t,
-                                               const GemmParams& p, u32, const ptx::TmaDescriptor&,
+                                               const P& p, u32, const ptx::TmaDescriptor&,
                                                const MathThread& th) {
 #if MOEKIT_DIAG_NO_EPILOGUE
     diag_sink(acc, static_cast<float*>(p.d));

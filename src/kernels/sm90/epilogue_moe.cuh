@@ -91,7 +91,7 @@ struct SwigluFp8Epilogue {
     }
   }
 
-  __device__ __forceinline__ static void store(float (&acc)[64], const Tile& t, const GemmParams& p, u32 smem_d,
+  __device__ __forceinline__ static void store(float (&acc)[64], const Tile& t, const MoeGemm1Params& p, u32 smem_d,
                                                const ptx::TmaDescriptor& tma_d, const MathThread& th) {
 #if MOEKIT_DIAG_NO_EPILOGUE
     diag_sink(acc, p.sa_out);
@@ -180,7 +180,7 @@ struct ScatterAddEpilogue {
   /// Adds the tile's rows (kAcc per thread and wave; wave w's rows 128 w further down), each times
   /// its router weight, into out_acc at its token's row.
   __device__ __forceinline__ static void store(const float (&acc_all)[kAcc * T::kWaves], const Tile& t,
-                                               const GemmParams& p, u32, const ptx::TmaDescriptor&,
+                                               const MoeGemm2Params& p, u32, const ptx::TmaDescriptor&,
                                                const MathThread& th) {
     const bool odd = (th.lane & 1u) != 0;
 #pragma unroll

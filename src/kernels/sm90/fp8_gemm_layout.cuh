@@ -17,6 +17,7 @@
 //   split-K barriers    (split-K > 1 only) partials-full and partials-free mbarriers
 // (B scales are read from global memory by the math threads, one K block ahead.)
 #pragma once
+#include "kernels/sm90/gemm_params.cuh"
 
 /// Diagnostic switch for A/B runs only — the results are wrong: MOEKIT_DIAG_NO_EPILOGUE=1 makes the
 /// bf16 and MoE GEMM1 epilogues store nothing (the sums only feed a never-taken store, so the K loop
@@ -97,7 +98,7 @@ constexpr unsigned gemm_stage_tx_bytes(int bm, int bn) {
   return gemm_smem_a_bytes(bm) + gemm_smem_b_bytes(bn) + unsigned(gemm_waves(bm)) * gemm_sfa_box(bm) * 4u;
 }
 /// Tiles the scheduler thread may publish ahead of the math warpgroups (the tile pipe,
-/// fp8_gemm.cuh): with dynamic scheduling also how far ahead a CTA takes units.
+/// fp8_gemm_loaders.cuh): with dynamic scheduling also how far ahead a CTA takes units.
 inline constexpr unsigned kGemmTileSlots = 3;
 /// Bytes of one tile record in the pipe (Tile, padded).
 inline constexpr unsigned kGemmTileRecordBytes = 32;
@@ -135,99 +136,6 @@ constexpr unsigned gemm_bf16_staging_bytes(int bm, int bn, bool direct_store) {
 constexpr unsigned gemm_smem_bytes(int bm, int bn, int stages, int split_k = 1, bool direct_store = false) {
   return gemm_smem_bytes_with(gemm_bf16_staging_bytes(bm, bn, direct_store), bm, bn, stages, split_k);
 }
-
-/// Run-time shape parameters shared by the GEMM kernels (passed by value; same layout on host
-/// and device).
-struct GemmParams {
-  unsigned m;             ///< rows of A / D
-  unsigned n;             ///< columns of D (rows of B per group)
-  unsigned k;             ///< reduction size
-  unsigned num_kb;        ///< ceil(k / 128)
-  unsigned num_n_sb;      ///< ceil(n / 128): B-scale blocks per group along N
-  const float* sb;        ///< B scales [groups][num_n_sb][num_kb]
-  unsigned raster_group;  ///< M blocks per rasterization group (L2 reuse)
-  /// B's global layout: 0 = row-major rows of k bytes (the TMA map's rows are B's rows); R > 0 =
-  /// K-block tiled: rows [R c, R c + R) x K block kb form one contiguous chunk of R x 128 bytes,
-  /// chunk (c, kb) at ((c * num_kb) + kb) * R * 128 (the TMA map's rows are 128-byte chunk rows).
-  /// A stage's B tile (R = BLOCK_N) is then one sequential read instead of BLOCK_N 128-byte pieces
-  /// of rows k bytes apart.
-  unsigned b_chunk_rows;
-  /// Rows per A TMA box: 0 = BLOCK_M (one box per stage); 8 (decode) = only the boxes that hold a
-  /// tile's valid rows are loaded, so the padding rows of short groups cost no DRAM / L2 traffic
-  /// (their smem rows keep stale bytes; padding rows' results are never stored or used).
-  unsigned a_box_rows;
-  /// PDL (programmatic dependent launch), 0 or 1: when 1 the schedulers read the group layout
-  /// (and find their first tile), and the gather variant its first tile's row map, *before*
-  /// waiting for the previous kernel. Only for a group layout and row map written at least two
-  /// launches back by a kernel chain in which every kernel triggers its
-  /// dependents only after its own wait (the MoE layer's chain: moe_sort → permute → GEMM1 → GEMM2).
-  /// Prefetching the first tile's weights into L2 there as well was measured and gave nothing.
-  unsigned pdl_early;
-  /// With pdl (and pdl_early, so the first tile is known before the wait): 1 = the load thread
-  /// issues the first tile's B loads (weights, which no previous kernel writes) for every stage
-  /// before waiting, and the A loads after it.
-  unsigned b_before_wait;
-  /// 1 when launched with programmatic dependent launch (the griddepcontrol instructions are only
-  /// executed then).
-  unsigned pdl;
-  /// 1 = B (single-CTA loads) with an L2 evict-first policy: set where each B tile is read by at
-  /// most two M blocks of its group, so B streams through L2 once without pushing out A and D
-  /// (perf-notes v32: masked 4 x 256 (7168, 2048) 37.8 -> 35.3 us kernel-only), except for the
-  /// plain contiguous body (Fp8GemmFamily::b_evict_first); else the default priority.
-  unsigned b_evict_first;
-  /// Diagnostics (null in production, zeroed by the host): per CTA, kGemmTraceSlots values written
-  /// by the first math thread — timestamps (ns) of entry, first tile scheduled, first stage ready,
-  /// last tile's K loop done, last tile's epilogue issued, exit; then the K loop end of each of the
-  /// first kGemmTraceTiles tiles, the SM id, the number of tiles and two cycle counts (kGemmTraceSlot*).
-  unsigned long long* trace;
-  /// Dynamic tile scheduling (contiguous scheduler, clusters of 1 or 2): null = static (CTA c takes
-  /// units c, c + G, c + 2G, ... of the rasterized order); else a device counter that is 0 when the
-  /// kernel starts (the caller zeroes it; nothing resets it): each CTA (cluster) takes its first
-  /// unit statically and every further one with atomicAdd(tile_counter, 1) + G (in a cluster of two,
-  /// rank 0 claims and hands the index to rank 1: PairClaims), so units are started in
-  /// order as CTAs free up and the CTAs that share a B tile (consecutive units) run it at the same
-  /// time however far the CTAs have drifted apart — the condition for L2 to serve the B tile's
-  /// re-reads (perf-notes "dynamic scheduling").
-  unsigned* tile_counter;
-  /// Contiguous scheduler: 0 = units in passes (first unit of every 128-row block first: decode);
-  /// 1 = one pass over all units, the M unit fastest inside a raster group (prefill: every B tile
-  /// is shared by all the units of its expert, which must run together).
-  unsigned sched_one_pass;
-  /// Dense (clusters of one, no split-K) and masked schedulers with 128- or 256-row tiles, and the
-  /// contiguous one with 256-row tiles: 1 = when the schedule's last wave holds at most half as many
-  /// tiles (units) as there are CTAs, each of those is handed out as two halves to two CTAs (64 rows:
-  /// one math warpgroup's MMAs; 128 rows: one wave), so the last wave ends sooner (masked 448-tile
-  /// cases −2…−4%, perf-notes v20).
-  unsigned tail_halves;
-  /// Contiguous scheduler with 64-row tiles in B-multicast pairs (clusters of two along M): 1 = a
-  /// unit whose 128 rows hold at most 64 valid ones (an expert's short last block, where rank 1
-  /// would compute a ghost tile of padding) runs as two N blocks of those rows instead — each CTA
-  /// one of them, loading its own B (no multicast: Tile::solo) — and the unit of the odd N block
-  /// is skipped, so such a block costs half the pair-tiles (perf-notes v27).
-  unsigned pair_tail_split;
-  // Grouped GEMMs (unused by the dense one):
-  const int* group_offsets;  ///< contiguous: [num_groups + 1] aligned segment starts
-  const int* group_counts;   ///< [num_groups] valid rows per group
-  unsigned num_groups;
-  unsigned group_max_m;      ///< masked: rows per group in A and D
-  void* d;                   ///< D base, for the row-masked store of partial tiles
-  unsigned ldd;              ///< D row stride in elements
-  // MoE epilogues (kernels/sm90/epilogue_moe.cuh; unused elsewhere):
-  float limit;               ///< GEMM1: SwiGLU clamp when > 0
-  float* sa_out;             ///< GEMM1: scales of the FP8 output, physical A-scale layout
-  unsigned sa_out_ld;        ///< GEMM1: sfa_ld(rows) of sa_out
-  /// GEMM2 and gathered GEMM1: expanded index (t * top_k + j) of each row, < 0 for padding.
-  const int* row_map;
-  const float* row_weight;   ///< GEMM2: router weight of each expanded index
-  float* out_acc;            ///< GEMM2: FP32 [tokens, n] output that rows are scatter-added into
-  unsigned top_k;            ///< GEMM2 and gathered GEMM1: k
-  // Gathered A (the MoE GEMM1's gather variant, fp8_gemm.cuh GatherALoader): row r of a tile is
-  // token row_map[m0 + r] / top_k of a_gather, each token quantized once; the A TMA map is unused.
-  const unsigned char* a_gather;  ///< FP8 [tokens, k], rows a_gather_ld bytes apart
-  unsigned a_gather_ld;
-  const float* sa_gather;         ///< its scales, physical A-scale layout: [kb * sa_gather_ld + token]
-  unsigned sa_gather_ld;
-};
 
 inline constexpr unsigned kGemmTraceTiles = 12;
 inline constexpr unsigned kGemmTraceSlotTile0 = 6;  ///< K loop end of tile i at slot 6 + i

@@ -1,12 +1,12 @@
-// The MoE layer's fused grouped GEMMs: the sm90 FP8 mainloop with the MoE epilogues
-// (kernels/sm90/epilogue_moe.cuh) and the contiguous or masked tile schedulers.
+// The MoE layer's fused grouped GEMMs (host launcher: moe/moe_gemm.cpp): the sm90 FP8 mainloop
+// with the MoE epilogues (kernels/sm90/epilogue_moe.cuh) and the contiguous tile scheduler.
 //   moe_gemm1_swiglu_*  : A = permuted activations (_gather_: rows read by token), B = prepared W1
 //                         (gate/up interleaved by 64 rows, one B scale per 64 rows), out = FP8 h +
 //                         its 1x128 scales.
 //   moe_gemm2_scatter_* : A = h, B = W2, out = FP32 scatter-add of router-weighted rows into y.
 #pragma once
 #include "kernels/sm90/epilogue_moe.cuh"
-#include "kernels/sm90/fp8_gemm.cuh"
+#include "kernels/sm90/fp8_gemm_mainloop.cuh"
 
 namespace moekit::sm90 {
 
@@ -19,57 +19,38 @@ template <int kBlockM, int kBlockN, int kStages, int kCluster, int kPromoteK = 1
 __device__ __forceinline__ void moe_gemm1_swiglu_contiguous(const ptx::TmaDescriptor& tma_a,
                                                             const ptx::TmaDescriptor& tma_b,
                                                             const ptx::TmaDescriptor& tma_sfa,
-                                                            const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
+                                                            const ptx::TmaDescriptor& tma_d, const MoeGemm1Params& p) {
   static_assert(kBlockM == 64 && kBlockN == 256, "GEMM1 runs 64 x 256 tiles");
   // kCluster = 2: the two 64-row tiles of a 128-row block share (multicast) their B tile.
   using T = MoeGemm1Traits<kStages, kCluster, kPromoteK>;
-  fp8_gemm_mainloop<T, ContiguousScheduler<64, 256, kCluster>, SwigluFp8Epilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+  fp8_gemm_mainloop<T, ContiguousScheduler<64, 256, kCluster, MoeGemm1Params>, SwigluFp8Epilogue<T>>(tma_a, tma_b,
+                                                                                                    tma_sfa, tma_d, p);
 }
 
-/// The gather variant: A rows are read by token (GemmParams::a_gather, row_map, top_k) from the
-/// activations quantized once per token, so no permuted copy exists (fp8_gemm.cuh GatherALoader).
+/// The gather variant: A rows are read by token (MoeGemm1Params::a_gather, row_map, top_k) from the
+/// activations quantized once per token, so no permuted copy exists (fp8_gemm_loaders.cuh GatherALoader).
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kPromoteK = 128>
 __device__ __forceinline__ void moe_gemm1_swiglu_gather_contiguous(const ptx::TmaDescriptor& tma_a,
                                                                    const ptx::TmaDescriptor& tma_b,
                                                                    const ptx::TmaDescriptor& tma_sfa,
                                                                    const ptx::TmaDescriptor& tma_d,
-                                                                   const GemmParams& p) {
+                                                                   const MoeGemm1Params& p) {
   static_assert(kBlockM == 64 && kBlockN == 256, "GEMM1 runs 64 x 256 tiles");
   using T = MoeGemm1Traits<kStages, kCluster, kPromoteK>;
-  fp8_gemm_mainloop<T, ContiguousScheduler<64, 256, kCluster>, SwigluFp8Epilogue<T>, true>(tma_a, tma_b, tma_sfa,
-                                                                                           tma_d, p);
-}
-
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kPromoteK = 128>
-__device__ __forceinline__ void moe_gemm1_swiglu_masked(const ptx::TmaDescriptor& tma_a,
-                                                        const ptx::TmaDescriptor& tma_b,
-                                                        const ptx::TmaDescriptor& tma_sfa,
-                                                        const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
-  static_assert(kBlockM == 64 && kBlockN == 256 && kCluster == 1, "GEMM1 runs 64 x 256 tiles");
-  using T = MoeGemm1Traits<kStages, 1, kPromoteK>;
-  fp8_gemm_mainloop<T, MaskedScheduler<64, 256>, SwigluFp8Epilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+  fp8_gemm_mainloop<T, ContiguousScheduler<64, 256, kCluster, MoeGemm1Params>, SwigluFp8Epilogue<T>, true>(
+      tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster>
 __device__ __forceinline__ void moe_gemm2_scatter_contiguous(const ptx::TmaDescriptor& tma_a,
                                                              const ptx::TmaDescriptor& tma_b,
                                                              const ptx::TmaDescriptor& tma_sfa,
-                                                             const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
+                                                             const ptx::TmaDescriptor& tma_d, const MoeGemm2Params& p) {
   static_assert(kCluster == 1 || gemm_cluster_shares_a(kBlockM, kCluster),
                 "grouped schedulers pair CTAs only along N (256-row tiles sharing A)");
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster>;
   fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN, kCluster>, ScatterAddEpilogue<T>>(tma_a, tma_b, tma_sfa,
                                                                                                tma_d, p);
-}
-
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
-__device__ __forceinline__ void moe_gemm2_scatter_masked(const ptx::TmaDescriptor& tma_a,
-                                                         const ptx::TmaDescriptor& tma_b,
-                                                         const ptx::TmaDescriptor& tma_sfa,
-                                                         const ptx::TmaDescriptor& tma_d, const GemmParams& p) {
-  static_assert(kCluster == 1, "grouped schedulers do not pair CTAs");
-  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, 1>;
-  fp8_gemm_mainloop<T, MaskedScheduler<kBlockM, kBlockN>, ScatterAddEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
 }  // namespace moekit::sm90

@@ -3,7 +3,7 @@
 // A scheduler hands each CTA its output tiles in order: next(tile) returns false once the CTA has
 // no more. One warp per CTA (the scheduler warp) runs it, all 32 lanes converged and computing the
 // same tiles (a scheduler may use warp collectives), and its lane 0 publishes each tile to the
-// load thread and the math warpgroups through the tile pipe (fp8_gemm.cuh). Grouped (MoE)
+// load thread and the math warpgroups through the tile pipe (fp8_gemm_loaders.cuh). Grouped (MoE)
 // schedulers plug in here with the same interface; the mainloop never changes.
 #pragma once
 #include "kernels/sm90/fp8_gemm_layout.cuh"
@@ -23,7 +23,7 @@ struct Tile {
   /// Split-K (Fp8GemmTraits::kSplitK > 1) only: this CTA's K blocks [kb_begin, kb_end) of the tile.
   u32 kb_begin = 0, kb_end = 0;
   /// B-multicast pairs (clusters along M) only: 1 = this CTA loads the tile's whole B itself and
-  /// multicasts nothing; its peer runs another tile of the same rows (GemmParams::pair_tail_split).
+  /// multicasts nothing; its peer runs another tile of the same rows (MoeGemm1Params::pair_tail_split).
   u32 solo = 0;
 };
 
@@ -116,7 +116,7 @@ struct DenseScheduler {
 
   __device__ __forceinline__ static void init_shared(u32) {}
 
-  __device__ __forceinline__ explicit DenseScheduler(const GemmParams& p, u32 = 0)
+  __device__ __forceinline__ explicit DenseScheduler(const DenseGemmParams& p, u32 = 0)
       : num_units_m(((p.m + kBlockM - 1) / kBlockM + kUnitM - 1) / kUnitM),
         num_n_units(((p.n + kBlockN - 1) / kBlockN + kUnitN - 1) / kUnitN),
         num_units(num_units_m * num_n_units),
@@ -230,7 +230,7 @@ struct PairClaims {
 ///    GEMM2).
 ///  * one pass (prefill): units in M order, rasterized (the M unit fastest inside a raster group),
 ///    so all units that share a B tile are adjacent in the order; the few empty units are skipped.
-/// Units are taken statically (CTA c: c, c + G, ...) or, with GemmParams::tile_counter,
+/// Units are taken statically (CTA c: c, c + G, ...) or, with GroupedLayoutParams::tile_counter,
 /// dynamically: the first statically, every further one by atomicAdd (in clusters of two, rank 0
 /// claims and hands each index to rank 1: PairClaims).
 /// A unit is skipped only when its first tile has no valid row (or, with GemmParams::
@@ -246,7 +246,8 @@ struct PairClaims {
 /// 128-row halves, each a tile of its own.
 /// The scheduler warp runs it (warp collectives: the group search, the count maximum); dynamic
 /// units are taken by one atomic per unit.
-template <int kBlockM, int kBlockN, int kCluster = 1>
+/// P: the family's parameters (GroupedLayoutParams, or MoeGemm1Params for the pair tail split).
+template <int kBlockM, int kBlockN, int kCluster = 1, class P = GroupedLayoutParams>
 struct ContiguousScheduler {
   static constexpr bool kWide = kBlockM > 128;  // 256-row tiles
   static constexpr bool kPairN = gemm_cluster_shares_a(kBlockM, kCluster);
@@ -256,7 +257,7 @@ struct ContiguousScheduler {
                 "a cluster's tiles must stay inside one 128-row segment; 256-row tiles pair along N");
   static constexpr u32 kPasses = kWide ? 1 : 128 / kUnitRows;
   static constexpr u32 kNone = 0xffffffffu;
-  const GemmParams& p;
+  const P& p;
   u32 num_blocks, num_n_units, units_per_pass, num_units, group, rank, stride, next_index;
   u32 started = 0, passes_checked = 0;  // flags (u32: bool members were kept in local memory)
   u32 used_rows = 0;
@@ -269,7 +270,7 @@ struct ContiguousScheduler {
     if constexpr (kCluster == 2) PairClaims{claims_smem}.init();
   }
 
-  __device__ __forceinline__ explicit ContiguousScheduler(const GemmParams& params, u32 claims_smem = 0)
+  __device__ __forceinline__ explicit ContiguousScheduler(const P& params, u32 claims_smem = 0)
       : p(params), num_n_units(((params.n + kBlockN - 1) / kBlockN + kUnitN - 1) / kUnitN),
         group(params.raster_group ? params.raster_group : 1), rank(blockIdx.x % kCluster),
         stride(gridDim.x / kCluster), next_index(blockIdx.x / kCluster) {
@@ -460,13 +461,13 @@ struct ContiguousScheduler {
 template <int kBlockM, int kBlockN, int kCluster = 1>
 struct MaskedScheduler {
   static_assert(kCluster == 1 || gemm_cluster_shares_a(kBlockM, kCluster), "masked pairs share A (256-row tiles)");
-  const GemmParams& p;
+  const GroupedLayoutParams& p;
   u32 m_tiles_per_group, num_n_units, num_tiles, rank, stride, next_index;
   TailHalves tail;
 
   __device__ __forceinline__ static void init_shared(u32) {}
 
-  __device__ __forceinline__ explicit MaskedScheduler(const GemmParams& params, u32 = 0)
+  __device__ __forceinline__ explicit MaskedScheduler(const GroupedLayoutParams& params, u32 = 0)
       : p(params),
         m_tiles_per_group((params.group_max_m + kBlockM - 1) / kBlockM),
         num_n_units(((params.n + kBlockN - 1) / kBlockN + kCluster - 1) / kCluster),

@@ -1,0 +1,175 @@
+// The producer side's shared pieces of the sm90 FP8 GEMM family: the PDL wait, the B tile walk,
+// the tile pipe between the scheduler warp and its consumers, and the gathered-A loader of the MoE
+// GEMM1 (the load thread itself is fp8_gemm_mainloop.cuh's).
+#pragma once
+#include "kernels/sm90/fp8_gemm_traits.cuh"
+#include "kernels/sm90/scheduler.cuh"
+
+namespace moekit::sm90 {
+
+/// PDL, producer side: waits for the previous kernel (GemmParams::pdl) at the one point of the
+/// prologue that applies — before the scheduler reads anything (`after_schedule` false), or, with
+/// pdl_early, after it has found the first tile (`after_schedule` true).
+__device__ __forceinline__ void pdl_wait_at(const GemmParams& p, bool after_schedule) {
+  if (p.pdl && (p.pdl_early != 0) == after_schedule) ptx::griddep_wait();
+}
+
+/// TMA coordinates of tile t's B, K block kb = (x0 + kb * dx, y0 + kb * dy): row-major B walks
+/// along K, the K-block tiled layout (GemmParams::b_chunk_rows) from chunk to chunk. Computed once
+/// per tile, so the producer's K loop stays free of divisions.
+struct BTileWalk {
+  u32 y0, dx, dy;
+  __device__ __forceinline__ BTileWalk(const GemmParams& p, const Tile& t) {
+    const u32 chunk = p.b_chunk_rows;
+    if (chunk) {
+      y0 = (t.b_row0 / chunk) * p.num_kb * chunk + t.b_row0 % chunk;
+      dx = 0;
+      dy = chunk;
+    } else {
+      y0 = t.b_row0;
+      dx = kGemmBlockK;
+      dy = 0;
+    }
+  }
+};
+
+/// The tile pipe: the scheduler warp runs the scheduler and its lane 0 (the scheduler thread)
+/// publishes each tile, then an end marker, into a ring of kGemmTileSlots records in shared memory; the load thread and the math
+/// warpgroups take them in the same order. Per slot a `full` mbarrier (one arrival: the
+/// scheduler thread) and an `empty` one (one arrival by every thread that takes the records).
+/// Only one warp schedules, so a scheduler may take tiles dynamically (one atomic per tile) and
+/// nobody else repeats its searches; it runs ahead by up to the ring's depth. A math warp keeps its slot until
+/// the tile's epilogue is done and reads the record again there (peek), so the tile's fields need
+/// not stay in registers across the K loop.
+struct TilePipe {
+  u32 records;  ///< shared address of kGemmTileSlots x kGemmTileRecordBytes
+  u32 slot = 0, phase = 0;
+
+  __device__ __forceinline__ u32 full() const { return records + kGemmTileSlots * kGemmTileRecordBytes; }
+  __device__ __forceinline__ u32 empty() const { return full() + 8 * kGemmTileSlots; }
+  __device__ __forceinline__ void advance() {
+    if (++slot == kGemmTileSlots) {
+      slot = 0;
+      phase ^= 1u;
+    }
+  }
+
+  /// Scheduler thread: publishes `t` (more = false: the end marker, t ignored).
+  __device__ __forceinline__ void push(const Tile& t, bool more) {
+    ptx::mbar_wait(empty() + 8 * slot, phase ^ 1u);
+    const u32 r = records + slot * kGemmTileRecordBytes;
+    ptx::st_shared_v4(r, {t.m0, t.n0, t.b_row0, t.sb_offset});
+    ptx::st_shared_v4(r + 16, {t.valid_rows, (more ? 1u : 0u) | (t.solo << 1), t.kb_begin, t.kb_end});
+    ptx::mbar_arrive(full() + 8 * slot);  // release: the record is visible to the waiting threads
+    advance();
+  }
+
+  /// The record of the slot this thread holds; false for the end marker.
+  __device__ __forceinline__ bool peek(Tile& t) const {
+    const u32 r = records + slot * kGemmTileRecordBytes;
+    u32 a[4], b[4];
+    ptx::ld_shared_v4(r, a);
+    ptx::ld_shared_v4(r + 16, b);
+    t.m0 = a[0];
+    t.n0 = a[1];
+    t.b_row0 = a[2];
+    t.sb_offset = a[3];
+    t.valid_rows = b[0];
+    t.kb_begin = b[2];
+    t.kb_end = b[3];
+    t.solo = b[1] >> 1;
+    return (b[1] & 1u) != 0;
+  }
+
+  /// Math, load or gather thread: waits for the next record and reads it (the slot stays held
+  /// until release).
+  __device__ __forceinline__ bool pop(Tile& t) {
+    ptx::mbar_wait(full() + 8 * slot, phase);
+    return peek(t);
+  }
+
+  /// Hands the held slot back to the scheduler thread. Every thread that read the record arrives
+  /// itself (with one arrival per warp after __syncwarp, compute-sanitizer racecheck reported the
+  /// other lanes' record reads as racing with the next push; perf-notes v15).
+  __device__ __forceinline__ void release() {
+    ptx::mbar_arrive(empty() + 8 * slot);
+    advance();
+  }
+};
+
+/// The gather variant's A loads (the MoE GEMM1 on token-major activations, MoeGemm1Params::a_gather):
+/// the producer warpgroup's warps 2 and 3 (64 threads) copy each tile row's 128-byte K block from
+/// its token's row with cp.async into the 128-byte swizzled stage, exactly where a TMA box would
+/// put it; then one arrival per thread on the stage's `full` barrier once its copies have landed
+/// (the math threads read the A scales from global memory). Thread g copies the 16-byte chunks
+/// g % 4 and g % 4 + 4 of rows g / 4 + 16 j (four rows per thread keep the producer's 40 registers
+/// spill-free; a warp instruction reads eight half rows). Rows past the tile's valid rows keep
+/// stale bytes (their results are never stored), as with the 8-row TMA boxes; K past `k` is
+/// zero-filled. (One one-row TMA box per row and K block instead measured GEMM1 +44% at T = 4096
+/// against these copies, perf-notes v28.)
+inline constexpr u32 kGatherThreads = 64;
+
+template <class T>
+struct GatherALoader {
+  static constexpr u32 kRows = u32(T::kBlockM) / 16;  // rows per thread
+  static constexpr u32 kNone = ~0u;
+  static_assert(T::kBlockM == 64, "the gather variant runs 64-row tiles");
+
+  __device__ __forceinline__ static void run(const MoeGemm1Params& p, u32 g, u32 s_a, u32 s_full, u32 s_empty,
+                                             TilePipe& tiles) {
+    // The activations come from the previous kernel; the row map, under pdl_early, is as old as
+    // the group layout, so the first tile's tokens are looked up before the wait.
+    bool waited = p.pdl == 0;
+    if (!waited && !p.pdl_early) {
+      ptx::griddep_wait();
+      waited = true;
+    }
+    const u32 sub = g % 4, row0 = g / 4;
+    u32 stage = 0, phase = 0;
+    for (;;) {
+      Tile t;
+      const bool more = tiles.pop(t);
+      u32 token[kRows];  // byte offset of the row's token in a_gather (< 2^32, host-checked), or kNone
+#pragma unroll
+      for (u32 j = 0; j < kRows; ++j) {
+        const u32 r = row0 + 16 * j;
+        token[j] = kNone;
+        if (more && r < t.valid_rows) {
+          const int e = ptx::ld_chain(p.row_map + t.m0 + r);
+          if (e >= 0) token[j] = u32(e) / p.top_k * p.a_gather_ld;
+        }
+      }
+      if (!waited) {
+        ptx::griddep_wait();
+        waited = true;
+      }
+      tiles.release();
+      if (!more) break;
+      for (u32 kb = 0; kb < p.num_kb; ++kb) {
+        ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
+        const u32 a_stage = s_a + stage * T::kSmemA;
+#pragma unroll
+        for (u32 h = 0; h < 2; ++h) {
+          const u32 chunk = sub + 4 * h;
+          const u32 col = kb * kGemmBlockK + chunk * 16;
+          const u32 bytes = col < p.k ? 16u : 0u;  // k is a multiple of 16
+          const u32 src_col = bytes ? col : 0u;
+#pragma unroll
+          for (u32 j = 0; j < kRows; ++j) {
+            if (token[j] == kNone) continue;
+            const u32 r = row0 + 16 * j;
+            ptx::cp_async_16(a_stage + r * kGemmBlockK + ((chunk ^ (r & 7u)) << 4), p.a_gather + (token[j] + src_col),
+                             bytes);
+          }
+        }
+        ptx::cp_async_mbar_arrive_noinc(s_full + 8 * stage);
+        if (++stage == T::kStages) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+    }
+  }
+};
+
+}  // namespace moekit::sm90
