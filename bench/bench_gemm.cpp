@@ -9,10 +9,10 @@
 // method of DeepGEMM's bench_kineto: the kernels' own durations (CUPTI) with a 256 MB L2-flushing
 // memset before each call; pt_kTFLOPS cuBLASLt's FP8 GEMM with per-tensor instead of block scales,
 // the same way: not this math (no per-128-K promotion), a ceiling for it. Each timed pass longer
-// than 20 ms starts after --cooldown-ms of idle time (perf-notes v20). --energy adds "# energy" lines:
+// than 20 ms starts after --cooldown-ms of idle time (docs/performance.md §Timing method). --energy adds "# energy" lines:
 // joules per call and average watts over >= 1.5 s of back-to-back calls (ours, cuBLASLt's FP8) after a
 // cool-down, and the same for 1 GiB device copies (J per GB moved) with the idle power after them —
-// at the power limit a long GEMM's time follows its energy (perf-notes v28).
+// at the power limit a long GEMM's time follows its energy (docs/performance.md §Energy and the power limit).
 //
 // Every timed call rotates among enough copies of its inputs that the working set does not sit
 // in L2 (rotation_sets). In --csv / --json mode the table alone goes to stdout and the summary

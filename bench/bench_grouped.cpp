@@ -36,9 +36,9 @@
 //
 // Input sets rotate (rotation_sets) so timed runs do not find their operands in L2. Each timed pass
 // longer than 20 ms starts after --cooldown-ms of idle time: back-to-back passes of long kernels
-// otherwise run into the power limit the earlier ones built up (perf-notes v20). --energy adds "# energy"
+// otherwise run into the power limit the earlier ones built up (docs/performance.md §Timing method). --energy adds "# energy"
 // lines per case: joules per call and average watts over >= 1.5 s of back-to-back calls after a
-// cool-down, ours and cuBLASLt's sequence (perf-notes v28: at the power limit time follows energy).
+// cool-down, ours and cuBLASLt's sequence (docs/performance.md §Energy and the power limit: at the power limit time follows energy).
 // In --csv / --json mode the table alone goes to stdout, the summary lines to stderr.
 #include <algorithm>
 #include <cmath>

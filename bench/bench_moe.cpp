@@ -38,10 +38,10 @@
 // --energy adds an "energy" line per T: after a cool-down, at least 1.5 s of back-to-back forwards
 // (at least R), joules per layer from NVML's energy counter and the average power over them — at
 // prefill sizes the layer runs at the GPU's power limit, where its time follows its energy
-// (perf-notes v28).
+// (docs/performance.md §Energy and the power limit).
 // Each timed pass longer than 20 ms (the layer's, the stages', the baseline's) starts after
 // --cooldown-ms (default 1500) of idle time, so that none runs hotter for following another
-// (perf-notes v20). In csv / json mode the table alone goes to stdout, the notes to stderr.
+// (docs/performance.md §Timing method). In csv / json mode the table alone goes to stdout, the notes to stderr.
 // --explain prints, instead of measuring, the forward's plan per preset and T (every choice the
 // layer makes: planning/moe_plan.h); it needs no GPU (without one: the H100's limits).
 #include <algorithm>

@@ -133,7 +133,7 @@ double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, i
 }
 
 void cool_down(double pass_us, int ms) {
-  // Measured on the H100 (perf-notes v20): a second timed pass right after ~50 ms of back-to-back
+  // Measured on the H100 (docs/performance.md §Timing method): a second timed pass right after ~50 ms of back-to-back
   // FP8 GEMMs ran 5-11% slower than the first; passes under ~10 ms showed no difference.
   constexpr double kHeatingPassUs = 20000.0;
   if (ms > 0 && pass_us > kHeatingPassUs) std::this_thread::sleep_for(std::chrono::milliseconds(ms));

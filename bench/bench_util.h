@@ -33,7 +33,7 @@ inline constexpr size_t kKinetoFlushBytes = size_t(256) << 20;
 
 /// Sleeps `ms` milliseconds before a timed pass of `pass_us` microseconds of back-to-back work that
 /// is long enough to heat the GPU into its power limit, so that each such pass (ours, cuBLASLt's)
-/// starts from the same idle state whatever ran before it (perf-notes v20).
+/// starts from the same idle state whatever ran before it (docs/performance.md §Timing method).
 void cool_down(double pass_us, int ms);
 
 /// Energy the GPU `device` (CUDA ordinal) has used since its driver loaded, in joules (NVML's
@@ -45,7 +45,7 @@ double gpu_energy_joules(int device);
 /// inputs with it) and the average power, over at least 1.5 s and `reps` (at most 20000 calls) of
 /// back-to-back calls of ~`us` each on `stream`, after a cool-down (cool_down(max(pass_us, 1.5 s),
 /// cooldown_ms)) and two untimed calls; NVML's energy counter. At the GPU's power limit a long
-/// kernel's time follows its energy (perf-notes v28), which this measures. Returns a line saying so
+/// kernel's time follows its energy (docs/performance.md §Energy and the power limit), which this measures. Returns a line saying so
 /// where the counter is unavailable.
 std::string energy_per_call(const std::function<void(int)>& fn, cudaStream_t stream, double us, int reps,
                             double pass_us, int cooldown_ms, const char* what);
@@ -68,7 +68,7 @@ double measured_read_bandwidth();
 int rotation_sets(size_t bytes, int max_sets = 8);
 
 /// The values the benchmarks run on (`--data`). On a power-limited GPU the time of a long FP8
-/// GEMM depends on its operands' bits (perf-notes v29), so this is part of every figure.
+/// GEMM depends on its operands' bits (docs/performance.md §Benchmark data), so this is part of every figure.
 ///  * kUniform: every finite E4M3 code equally likely (magnitudes spread evenly over all 17
 ///    binades, 2^-9 … 448) and bf16 activations uniform in [-1, 1).
 ///  * kNormal: data as a block-quantized model holds it, and as DeepGEMM's tests make it

@@ -11,7 +11,7 @@
 //   - multicast: 2-CTA clusters, each CTA loading half of every stage into both.
 // One thread per CTA issues the copies; stage s % depth is refilled once its previous fill has landed
 // (and, with multicast, once both CTAs of the pair have seen it land).
-// Built as build/moekit_fill_probe (CMake target moekit_fill_probe); results: docs/perf-notes.md v27.
+// Built as build/moekit_fill_probe (CMake target moekit_fill_probe); results: docs/performance.md §Stage fill from L2.
 #include <cstdio>
 #include <cstring>
 #include <cuda.h>

@@ -21,7 +21,7 @@
 // of the bytes a TMA stage of that tile brings (the shared-memory fill the real kernel adds).
 // Each warpgroup issues 4 m64n128k32 wgmmas per step (one 128-wide K block; 8 in mode 9, 16 m64n64k32
 // in mode 11), commits and waits.
-// Built as build/moekit_wgmma_probe (CMake target moekit_wgmma_probe); results: docs/perf-notes.md v16, v26.
+// Built as build/moekit_wgmma_probe (CMake target moekit_wgmma_probe); results: docs/performance.md §MMA rate by schedule (wgmma probe).
 #include <cstdio>
 #include <cuda_runtime.h>
 #include "probe_device.h"

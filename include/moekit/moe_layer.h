@@ -31,7 +31,7 @@ namespace moekit {
 /// How GEMM1 gets its FP8 activations. Either way each token is quantized once (1x128 scales) and
 /// the results are bit-identical; only speed differs.
 enum class MoeGemm1Input {
-  kAuto,      ///< the faster of the two for T and the shapes (measured: docs/perf-notes.md, v13, v17)
+  kAuto,      ///< the faster of the two for T and the shapes (measured: docs/performance.md §Gather vs permute)
   kPermuted,  ///< one pass writes a copy of each token per slot, sorted by expert; GEMM1 loads tiles by TMA
   kGathered,  ///< tokens stay in place; GEMM1 reads each row from its token (cp.async gather), no copy.
               ///< Falls back to kPermuted when T · H ≥ 2^32.
@@ -63,7 +63,7 @@ struct MoeConfig {
   /// 128, or 0 (default) for automatic: 32 while GEMM1 streams weights (≤ 64 expected rows per
   /// expert, where the extra FP32 work is hidden), 64 beyond. GEMM1's output h is requantized to
   /// FP8, which turns the tensor core's reduced-precision accumulation (its error grows with the
-  /// chain) into whole E4M3 steps of h; see docs/perf-notes.md (v12) for the measured errors and
+  /// chain) into whole E4M3 steps of h; see docs/performance.md §GEMM1 accumulation chains (v12) for the measured errors and
   /// costs. 128 (DeepGEMM's choice) is the fastest at prefill sizes and the least accurate.
   int gemm1_promote_k = 0;
   /// GEMM1's activation path (MoeGemm1Input); automatic by default.

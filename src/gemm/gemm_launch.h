@@ -76,7 +76,7 @@ struct Fp8GemmFamily {
   int promote_k = 128;
   /// B may be loaded with an L2 evict-first policy where each B tile is read by at most two M blocks
   /// of its group (GemmParams::b_evict_first). Off for the plain contiguous body: measured on the
-  /// H100 (perf-notes v32) the MoE layer's rows GEMM2 got 2% (T = 1024) and 14% (T = 4096) slower
+  /// H100 (docs/performance.md §B evict-first) the MoE layer's rows GEMM2 got 2% (T = 1024) and 14% (T = 4096) slower
   /// with it, where the masked rows, the dense small-M shapes and the decode GEMMs got faster.
   bool b_evict_first = true;
 };

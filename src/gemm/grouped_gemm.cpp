@@ -65,7 +65,7 @@ void launch_grouped(Fp8GemmKernel kernel, const GroupedGemmFp8Args& a, int64_t r
 }
 
 // `dynamic`: units are claimed from a tile counter, which only single CTAs do (a pair's CTAs must
-// take the same unit); measured on the MoE layer's prefill GEMM2 (H100, perf-notes v22), dynamic
+// take the same unit); measured on the MoE layer's prefill GEMM2 (H100, docs/performance.md §Multicast pairs only for long launches), dynamic
 // single CTAs beat static pairs by 14% (4030 vs 4662 us at T = 16384).
 GemmConfig contiguous_config(int64_t rows, int64_t groups, int64_t n, int64_t k, bool dynamic = false) {
   return select_grouped_contiguous_config(rows, groups, n, k, dynamic, device_limits(), knobs().grouped_config);

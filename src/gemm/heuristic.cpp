@@ -13,22 +13,22 @@ namespace {
 
 constexpr int kMaxStages = 10;
 
-// Model constants (H100 SXM; leads, refined by measurement — docs/perf-notes.md).
+// Model constants (H100 SXM; leads, refined by measurement — docs/performance.md §Tile heuristic model).
 constexpr double kPeakFp8PerSm = 1.45e15 / 132;  // sustained dense FP8 FLOP/s per SM
 constexpr double kL2BytesPerSm = 1.0e11;         // bytes/s one SM can pull through TMA from L2
 constexpr double kDramBytes = 3.0e12;            // device memory bytes/s (read + write)
 constexpr double kDramBytesPerSm = 2.3e10;       // per pulling CTA (measured: 112 CTAs -> 2.58 TB/s)
 constexpr double kTileOverhead = 1.0e-6;         // s per tile: scale loads, epilogue, pipeline fill
 // A single M block's A tile read by every CTA at once ("hot" lines): measured on the H100 at
-// 64x2112x7168 with 132 CTAs of m64n16, 60 MB of A in a 12.3 us K loop (perf-notes v19).
+// 64x2112x7168 with 132 CTAs of m64n16, 60 MB of A in a 12.3 us K loop (docs/performance.md §Split-K over clusters for small-M dense).
 constexpr double kL2HotBytes = 4.9e12;
 // Split-K: the cluster's handover (its barrier, the ranks' skew) and rank 0's DSMEM reads of the
-// other ranks' FP32 partials, measured (MOEKIT_TRACE_GEMM, perf-notes v19): 2.1 us for one 32 KB
+// other ranks' FP32 partials, measured (MOEKIT_TRACE_GEMM, docs/performance.md §Split-K over clusters for small-M dense): 2.1 us for one 32 KB
 // partial, 7.4 us for seven.
 constexpr double kSplitFixed = 1.3e-6;
 constexpr double kDsmemBytes = 3.6e10;           // bytes/s one SM reads from its cluster's peers
 // 256-row tiles in pairs sharing A (A multicast, a third fewer L2 -> SM bytes per MMA), measured
-// against single CTAs on the H100 (perf-notes v22): 1.2-1.6% faster on long multi-wave launches
+// against single CTAs on the H100 (docs/performance.md §Multicast pairs only for long launches): 1.2-1.6% faster on long multi-wave launches
 // (contiguous 4 x 8192 (4096, 7168) 1484 vs 1503 us, dense 4096x7168x16384 728 vs 738), but 1-3 us
 // slower on one- or two-wave launches (1024x4096x7168 53.8 vs 52.7; masked 1 x 1024 (7168, 2048)
 // 36.2 vs 34.6), so the model charges a fixed cost per launch.
@@ -38,7 +38,7 @@ constexpr int64_t kWideMinWaves = 8;
 constexpr double kPairFixed = 1.5e-6;
 // Launches of at most this many waves of tiles (128- and 256-row tiles, no split-K) store D
 // straight from registers (GemmConfig::direct_store) and take the stage its staging tile frees.
-// Measured on the H100 (perf-notes v32), kernel-only: DeepGEMM's six masked rows (1-2 waves) 2-10%
+// Measured on the H100 (docs/performance.md §Direct-store epilogue for short launches), kernel-only: DeepGEMM's six masked rows (1-2 waves) 2-10%
 // faster with m256n128s4r than with the TMA-store picks (masked 1 x 1024 (4096, 7168) 51.8 -> 49.0 us:
 // the 4th stage removes the CTAs whose K loop ran 6-9 us late), but longer launches slower (the
 // direct epilogue issues in ~1.7 us against ~0.9, on every tile's critical path: contiguous 4 x 8192
@@ -103,7 +103,7 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
   for (int bm : {64, 128, 256}) {
     if (bm == 128 && m <= 64) continue;  // half the tile would be padding
     // 256-row tiles only as 256 x 128 and for groups of >= 1024 rows, or of >= 512 rows in launches
-    // of many waves, where they were measured (H100, perf-notes v21, v22): faster at 1024...32768
+    // of many waves, where they were measured (H100, docs/performance.md §256-row tiles as two 128-row waves): faster at 1024...32768
     // rows per group, and on the MoE layer's prefill GEMM2 (256 groups of ~512 rows, (7168, 2048),
     // T = 16384: 4030 vs 4454-4519 us); 2 x 512 and 4 x 256 masked (7168, 2048) (two waves or
     // fewer) 4% / 3% slower than 128-row tiles with tail halves, T = 4096's GEMM2 (~128 rows per
@@ -114,7 +114,7 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
     if (bm == 256 && (!allow_wide || m < 256)) continue;
     const int64_t m_blocks = ceil_div(m, bm);
     // Pairs sharing B (mc = 2, block_m <= 128) are supported but not chosen: measured on the H100
-    // they were 4-10% slower than mc = 1 with pipelined tiles (docs/perf-notes.md v3); they stay
+    // they were 4-10% slower than mc = 1 with pipelined tiles (docs/performance.md §Pipelined promotion); they stay
     // reachable by forcing them. 256-row tiles are also modelled as pairs sharing A.
     for (int mc : {1, 2}) {
       if (mc == 2 && bm != 256) continue;
@@ -144,17 +144,17 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           // Tiles with block_n <= 128 overlap each warpgroup's FP32 promotion with its own next
           // MMAs (double-buffered accumulators); wider tiles rely on the other warpgroup, and a
           // single warpgroup (block_m 64) cannot hide it at all.
-          // Calibrated on the H100 (perf-notes v3): m128n128 pipelined 1237 TFLOPS, m128n160 serial
+          // Calibrated on the H100 (docs/performance.md §Pipelined promotion): m128n128 pipelined 1237 TFLOPS, m128n160 serial
           // ~1070, m64n128 ~900.
           // 256-row tiles (two 128-row waves, serial per wave) measured 9% more MMA work per second
-          // than pipelined 128-row tiles (H100, perf-notes v21: 4096x7168x16384 m256n128 741 us in 7
+          // than pipelined 128-row tiles (H100, docs/performance.md §256-row tiles as two 128-row waves: 4096x7168x16384 m256n128 741 us in 7
           // waves vs m128n128 816 us in 14; a stage feeds twice the MMAs for 1.5x the bytes).
           const bool pipelined = bn <= 128;
           const double mma_eff = bm == 256 ? 1.09
                                  : bm == 128 ? (pipelined ? 1.0 : 0.86)
                                              : (pipelined ? 0.75 : 0.6);
           // Pipelined 128-row tiles whose columns straddle 128-row B-scale blocks measured slower per K
-          // block than their width predicts, on the H100 at M = 4096, K = 7168 (perf-notes v15): n96
+          // block than their width predicts, on the H100 at M = 4096, K = 7168 (docs/performance.md §Tile widths that straddle B-scale blocks): n96
           // 448 ns, n112 500, n120 514 against n128 464 and n64 320 — about 24 more columns' worth
           // (e.g. 4096x2112x7168 n112 140 us vs n128 128, 4096x2880x7168 n120 173 vs 155). Likely cause,
           // not established: their promotion selects each 8-column chunk's B scale at run time.
@@ -241,11 +241,11 @@ GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_p
   c.block_m = 64;
   c.block_n = 256;
   c.stages = stages_that_fit(epilogue_smem, c.block_m, c.block_n, 1, lim);
-  // Measured (perf-notes, fused MoE v1): without pairing, the persistent CTAs that share an
+  // Measured (docs/performance.md §GEMM1 B-multicast pairs): without pairing, the persistent CTAs that share an
   // expert's B tile drift apart and re-read it from DRAM (GEMM1 at DRAM peak, ~2x the weight bytes).
   // Dynamic scheduling (single CTAs, one pass) keeps them together too, but measured no faster at
   // T = 16384 and 2% slower at T = 4096 than the pairs (which halve B's L2 -> SM traffic), so
-  // prefill keeps the pairs (perf-notes v9); since v27 they take their units dynamically too
+  // prefill keeps the pairs (docs/performance.md §GEMM1 B-multicast pairs); since v27 they take their units dynamically too
   // (rank 0 claims for both) when the layer passes a tile counter.
   c.multicast = rows_per_expert >= 128 ? 2 : 1;
   c.raster_group = 8;
@@ -262,7 +262,7 @@ GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64
                                    const GemmDeviceLimits& lim) {
   // No 256-row tiles: the layer runs this GEMM only while y_acc fits in L2 (T·H·4 ≤ 16 MiB, e.g.
   // T ≤ 585 at H = 7168), far below 512 rows per expert. (v21's "no faster at T = 16384" was not a
-  // measurement of this kernel: there the layer runs the rows GEMM2, perf-notes v22.)
+  // measurement of this kernel: there the layer runs the rows GEMM2, docs/performance.md §Multicast pairs only for long launches.)
   GemmConfig c = select_gemm_config(rows_per_group, n, k, lim, groups, false, false);
   c.multicast = 1;
   c.direct_store = false;  // its own (scatter-add) epilogue

@@ -12,7 +12,7 @@ struct ScatterParams;  // quantize_scatter_device.cuh
 /// to sx [T, ceil(H/128)] (token-major, 16-byte aligned) and a second kernel copies them into
 /// sa_perm row by row through permuted_to_expanded (moe_sort's map, consistent with
 /// expanded_to_permuted); the same bytes as the per-slot stores, which scatter 4-byte writes over
-/// every K block's column of sa_perm (perf-notes v25: 584 → 447-463 us at T = 16384, deepseek-v3).
+/// every K block's column of sa_perm (docs/performance.md §Token scales in the permute: 584 → 447-463 us at T = 16384, deepseek-v3).
 struct TokenScales {
   float* sx = nullptr;
   const int32_t* permuted_to_expanded = nullptr;

@@ -27,7 +27,7 @@ struct ScatterParams {
   /// Optional [T, groups] (token-major, logical layout): each token's scales are stored here once
   /// instead of into sa_perm once per slot; gather_scales_kernel (moe_permute.cu) then fills sa_perm
   /// in row order. (The per-slot stores are 4-byte writes to random rows of each K block's column:
-  /// at T = 16384 they cost 160 of the pass's 580 us, perf-notes v25.)
+  /// at T = 16384 they cost 160 of the pass's 580 us, docs/performance.md §Token scales in the permute.)
   float* sa_token = nullptr;
 };
 

@@ -2,7 +2,7 @@
 //
 // At T = 1 the routing kernel and the sort are two launches whose PDL edge (the sort waits for
 // the routing grid to finish and flush) costs more than the routing itself (~5.7 µs of the
-// deepseek-v3 layer at T = 1, perf-notes v10). Here CTA 0 of the single-CTA sort routes the
+// deepseek-v3 layer at T = 1, docs/performance.md §Fused route, sort and quantize at small T). Here CTA 0 of the single-CTA sort routes the
 // tokens first: warp w < W routes tokens w, w + W, ... with routing::route_token (the very code
 // of route_kernel, so ids and weights are the same bits), writes topk_ids / topk_weights to
 // global memory as route() does, and lane j < k drops the id of slot j straight into the sort's
@@ -19,7 +19,7 @@
 // group pair per warp and unit, the permute kernels' quantize_unit / scatter_unit) and zero the
 // accumulator and counters — work that needs no routing, so it runs beside it instead of as a
 // kernel of its own between the sort and GEMM1: that kernel's launch and PDL edge measured ~6 µs of
-// the deepseek-v3 layer at T = 1 (perf-notes v17).
+// the deepseek-v3 layer at T = 1 (docs/performance.md §Fused route, sort and quantize at small T).
 #include "moe/route_sort.h"
 
 #include <algorithm>

@@ -23,7 +23,7 @@ namespace {
 constexpr int64_t kScatterAccBytesMax = int64_t(16) << 20;
 
 // The permute stores each token's scales once and gathers them by row (TokenScales) from 2^19
-// per-slot scale stores (T * k * ceil(H / 128)) on. Measured on the H100 (perf-notes v25), permute
+// per-slot scale stores (T * k * ceil(H / 128)) on. Measured on the H100 (docs/performance.md §Token scales in the permute), permute
 // stage us, per-slot → gathered: deepseek-v3 T = 4096 (1.8 M stores) 142 → 114, T = 16384 (7.3 M)
 // 584 → 463; gpt-oss-120b T = 16384 (1.5 M) 123 → 110, T = 4096 (0.38 M) 32 → 32; mixtral-8x7b
 // T = 4096 (0.26 M) 30 → 33, T = 2048 17 → 20 (the second launch costs more than it saves there).
@@ -34,7 +34,7 @@ bool token_scales_pay(int64_t num_tokens, int top_k, int64_t hidden) {
 // GEMM1's activations: quantized once per token either way; then either permuted copies (one per
 // slot, TMA tiles) or the tokens in place, gathered row by row by GEMM1. `requested` is
 // MoeConfig::gemm1_input; the gather needs T * H < 2^32 (32-bit token offsets in the kernel).
-// Automatic, from the A/B on the H100 (deepseek-v3, docs/perf-notes.md v13): the gather is faster
+// Automatic, from the A/B on the H100 (deepseek-v3, docs/performance.md §Gather vs permute): the gather is faster
 // while GEMM1 runs single 64-row tiles (< 128 expected rows per expert; -4.1% at T = 1024, -5.4% at
 // T = 2048: the quantize pass writes T rows instead of T * k), slower once it runs the multicast
 // pairs (T >= 4096: +7..9% end to end, its GEMM1 slows by more than the copy saves). At T = 1 it
@@ -53,7 +53,7 @@ bool gemm1_gathers(MoeGemm1Input requested, int64_t num_tokens, int64_t hidden, 
 int decode_a_box_rows(const MoeLoadEstimate& e) { return e.rows_per_active <= 32 ? 8 : 0; }
 
 // Dynamic tile scheduling pays once the CTAs have enough units to rebalance: measured on the H100
-// (deepseek-v3, docs/perf-notes.md v10) it cost 4 µs at T = 1 in GEMM2 (~3.9 units per CTA) and
+// (deepseek-v3, docs/performance.md §Dynamic tile scheduling) it cost 4 µs at T = 1 in GEMM2 (~3.9 units per CTA) and
 // 7 µs at T = 4 in GEMM1 (~3.8), was neutral at ~2 and ~7-8, and gained from ~16 per CTA up.
 constexpr double kDynamicMinUnitsPerCta = 6.0;
 
@@ -68,7 +68,7 @@ bool dynamic_pays(bool force, const MoeLoadEstimate& e, int64_t n, const GemmCon
 
 // K per tensor-core accumulation chain of GEMM1 (MoeConfig::gemm1_promote_k): the caller's, or
 // automatic — 32 while GEMM1 streams weights (decode sizes: the extra FP32 adds hide behind the
-// DRAM stream), 64 beyond (measured cost of 64 vs 128 at DeepSeek-V3 prefill: ~9%, perf-notes v12).
+// DRAM stream), 64 beyond (measured cost of 64 vs 128 at DeepSeek-V3 prefill: ~9%, docs/performance.md §GEMM1 accumulation chains).
 int gemm1_promote_k(int requested, const MoeLoadEstimate& e) {
   if (requested) return requested;
   return e.rows_per_active <= 64 ? 32 : 64;
@@ -77,7 +77,7 @@ int gemm1_promote_k(int requested, const MoeLoadEstimate& e) {
 // Whether the B-multicast pairs run an expert's last 128-row block, when it holds at most 64 valid
 // rows, as two N blocks of those rows (GemmParams::pair_tail_split) instead of a tile and a ghost
 // tile of padding: the caller's choice (1 / 0), or automatic (-1): from 256 expected rows per
-// expert. Measured on the H100 (deepseek-v3, dynamic pairs, perf-notes v27): layer −5% at T = 8192
+// expert. Measured on the H100 (deepseek-v3, dynamic pairs, docs/performance.md §Pair tail split): layer −5% at T = 8192
 // (256 rows per expert), −2.6% at T = 16384, but +1.7% at T = 4096 (128 rows; GEMM1 +5%).
 bool gemm1_pair_tail_split(int requested, const MoeLoadEstimate& e) {
   if (requested >= 0) return requested == 1;
@@ -189,7 +189,7 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
   // Routing and sort in one launch for small batches (route_sort.cu has the measurements); with
   // the gather variant that launch, or the single-CTA sort of callers' ids, quantizes the tokens
   // too: the quantize kernel's launch and PDL edge measured ~6 µs of the deepseek-v3 layer at T = 1
-  // (perf-notes v17).
+  // (docs/performance.md §Fused route, sort and quantize at small T).
   p.route_sort = p.from_logits && !skip("route") && moe_route_sort_applies(*layer.routing, t, local);
   if (p.route_sort) {
     p.quantize_in_sort = p.gather && !skip("permute_quant");

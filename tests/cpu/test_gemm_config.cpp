@@ -40,17 +40,17 @@ TEST(GemmConfig, SmallMUsesOneWarpgroupTiles) {
   GemmDeviceLimits lim;
   EXPECT_EQ(moekit::detail::select_gemm_config(1, 7168, 16384, lim).block_m, 64);
   EXPECT_EQ(moekit::detail::select_gemm_config(64, 4096, 7168, lim).block_m, 64);
-  // Large M: 256-row tiles (two 128-row waves; perf-notes v21: 4096x7168x16384 741 us vs m128n128
+  // Large M: 256-row tiles (two 128-row waves; docs/performance.md §256-row tiles as two 128-row waves: 4096x7168x16384 741 us vs m128n128
   // 816 us on the H100), unless the caller or the device limits rule them out.
   EXPECT_EQ(moekit::detail::select_gemm_config(4096, 7168, 16384, lim).block_m, 256);
   EXPECT_EQ(moekit::detail::select_gemm_config(4096, 7168, 16384, lim, 1, false, false).block_m, 128);
 }
 
 // Groups of 512-1023 rows take 256-row tiles with the TMA store only in long launches, and the
-// contiguous layout counts its 256-row units over 128-aligned segments (perf-notes v22, H100: the MoE
+// contiguous layout counts its 256-row units over 128-aligned segments (docs/performance.md §256-row tiles as two 128-row waves, H100: the MoE
 // prefill GEMM2, 256 groups of ~512 rows at (7168, 2048), 4030 us vs 4454-4519 with 128-row tiles; 2 x
 // 512 masked slower with 3 stages). Short launches (<= 2 waves) take them from 256 rows per group with
-// direct stores and 4 stages (perf-notes v32).
+// direct stores and 4 stages (docs/performance.md §Direct-store epilogue for short launches).
 TEST(GemmConfig, WideTilesForGroupsOf512OnlyInLongLaunches) {
   GemmDeviceLimits lim;
   using moekit::detail::select_gemm_config;
@@ -62,7 +62,7 @@ TEST(GemmConfig, WideTilesForGroupsOf512OnlyInLongLaunches) {
   EXPECT_FALSE(select_gemm_config(256, 7168, 2048, lim, 8, false, true, false).direct_store);
 }
 
-// DeepGEMM's masked rows (1-2 waves): direct stores, 256 x 128 tiles with 4 stages (perf-notes v32, H100,
+// DeepGEMM's masked rows (1-2 waves): direct stores, 256 x 128 tiles with 4 stages (docs/performance.md §Direct-store epilogue for short launches, H100,
 // kernel-only: 49.0 / 31.9 / 51.2 / 32.6 / 60.2 / 37.8 us against 51.8 / 32.9 / 56.8 / 34.8 / 67.0 /
 // 40.5 with the v31 picks); long launches keep the TMA store (contiguous 4 x 8192, dense M = 4096:
 // 1.5-13% slower with direct stores), and so do 64-row tiles, split-K and the MoE GEMM2's epilogue.
@@ -99,7 +99,7 @@ TEST(GemmConfig, DirectStoreOnShortLaunches) {
   EXPECT_FALSE(moekit::detail::select_moe_gemm2_config(128, 4, 512, 7168, 2048, lim).direct_store);
 }
 
-// 256-row tiles run in pairs sharing A only on long launches (perf-notes v22, H100: 1.2-1.6% faster
+// 256-row tiles run in pairs sharing A only on long launches (docs/performance.md §Multicast pairs only for long launches, H100: 1.2-1.6% faster
 // on 4096x7168x16384 and the contiguous 4 x 8192 cases, 1-3 us slower on one- or two-wave launches).
 TEST(GemmConfig, PairsSharingAOnlyForLongLaunches) {
   GemmDeviceLimits lim;
@@ -121,7 +121,7 @@ TEST(GemmConfig, PairsSharingAOnlyForLongLaunches) {
 }
 
 // Large-M shapes whose N is not a multiple of 128: the 128-row tiles that straddle B-scale blocks
-// (n112, n120, n96) measured slower than n128 on the H100 (perf-notes v15: 4096x2112x7168 n112 140 us
+// (n112, n120, n96) measured slower than n128 on the H100 (docs/performance.md §Tile widths that straddle B-scale blocks: 4096x2112x7168 n112 140 us
 // vs n128 128, 4096x2880x7168 n120 173 vs 155, 1024x7168x2048 n112 38.2 vs 34.9).
 TEST(GemmConfig, LargeMAvoidsTilesStraddlingScaleBlocks) {
   const GemmDeviceLimits lim;
@@ -143,7 +143,7 @@ TEST(GemmConfig, SmallMSpreadsWeightsOverMostSms) {
   }
 }
 
-// Dense decode shapes with few N blocks split K over clusters (measured on the H100, perf-notes
+// Dense decode shapes with few N blocks split K over clusters (measured on the H100, docs/performance.md §Split-K over clusters for small-M dense
 // v19: 64x2112x7168 18.0 us unsplit, 14.6 us over 3 CTAs) — in one wave of whole clusters; shapes
 // with enough tiles do not.
 TEST(GemmConfig, DenseSmallMSplitsKWhereTilesAreFew) {

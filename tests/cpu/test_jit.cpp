@@ -34,7 +34,7 @@ bool has_elf_magic(const std::vector<char>& b) {
 
 // Compiles and checks the cubin and the compiler's messages: no ptxas wgmma advisory (C75xx:
 // C7514 "wgmma.mma_async instructions are serialized", C7517 "warpgroup.wait is injected"), which
-// would mean the mainloop's MMAs no longer overlap its FP32 work (perf-notes v15).
+// would mean the mainloop's MMAs no longer overlap its FP32 work (docs/performance.md §Warp-uniform descriptors and the wgmma serialization guard).
 void expect_compiles_clean(const std::string& src, const std::string& entry) {
   std::vector<char> cubin;
   ASSERT_NO_THROW(cubin = moekit::jit::compile_cubin(src, entry));

@@ -187,7 +187,7 @@ TEST(MoeGemm1Swiglu, MatchesReference) {
     EXPECT_LE(r.deq_rel_l2, 3e-2);
   }
   }
-  // Finer promotion must cut the share of codes off the reference (docs/perf-notes.md, v12).
+  // Finer promotion must cut the share of codes off the reference (docs/performance.md §GEMM1 accumulation chains).
   double share[3];
   for (int pi = 0; pi < 3; ++pi) share[pi] = double(off_total[pi]) / double(codes_total[pi]);
   std::printf("  GEMM1 codes off: chains of 128: %.3f%%, 64: %.3f%%, 32: %.3f%%\n", 100 * share[0], 100 * share[1],

@@ -58,13 +58,13 @@ struct SwigluFp8Epilogue {
   /// silu(g) * u = g / (1 + 2^(-g log2 e)) * u with the special-function unit's 2^x and 1/x (a few
   /// FP32 ulps): h feeds an E4M3 quantizer with 3 mantissa bits, and g itself carries the tensor
   /// core's ~1e-4 accumulation error, so the IEEE-exact forms (accurate expf, a Newton step and a
-  /// Markstein division: ~20 instructions per element) bought nothing but epilogue time (perf-notes
+  /// Markstein division: ~20 instructions per element) bought nothing but epilogue time (docs/performance.md §SwiGLU epilogue
   /// v17). The exponent is capped so the denominator stays finite (silu of g < -80 is below 1e-33,
   /// far under any row's quantization step); a NaN g stays NaN. The bare MUFU forms give the bits
   /// of __expf / __fdividef here (their fix-ups only touch results below 2^-126, which vanish in
   /// 1 + e, and divisors of 2^126 or more, which 1 + e^80 is not) in 7 instead of 15 instructions
   /// per element (measured: the same rel_l2 on every preset; GEMM1 -0.3% at T = 4096, the layer
-  /// -1 µs at T = 1, perf-notes v28).
+  /// -1 µs at T = 1, docs/performance.md §SwiGLU epilogue).
   __device__ __forceinline__ static float silu_mul(float g, float u) {
     const float e = ptx::ex2_approx_ftz(fminf(-g, 80.0f) * 1.44269504088896341f);
     return __fmul_rn(g, ptx::rcp_approx_ftz(1.0f + e)) * u;
@@ -114,7 +114,7 @@ struct SwigluFp8Epilogue {
     }
     // h in place of the gate accumulators, and this thread's partial row maxima. A warp whose rows
     // r0 (r0 + 8) are all padding skips their SwiGLU (warp-uniform): decode tiles hold a few valid
-    // rows of 64, and this epilogue sits on the critical path of a CTA's last tile (perf-notes v17).
+    // rows of 64, and this epilogue sits on the critical path of a CTA's last tile (docs/performance.md §SwiGLU epilogue).
     float amax0 = 0.0f, amax1 = 0.0f;
     const u32 warp_row0 = th.warp * 16;
     if (warp_row0 + 8 < t.valid_rows) swiglu_rows<true, true>(acc, p.limit, amax0, amax1);

@@ -21,7 +21,7 @@
 
 /// Diagnostic switch for A/B runs only — the results are wrong: MOEKIT_DIAG_NO_EPILOGUE=1 makes the
 /// bf16 and MoE GEMM1 epilogues store nothing (the sums only feed a never-taken store, so the K loop
-/// stays), to measure what the epilogue costs (perf-notes v28).
+/// stays), to measure what the epilogue costs (docs/performance.md §Energy and the power limit).
 #ifndef MOEKIT_DIAG_NO_EPILOGUE
 #define MOEKIT_DIAG_NO_EPILOGUE 0
 #endif

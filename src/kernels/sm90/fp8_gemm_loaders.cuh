@@ -90,7 +90,7 @@ struct TilePipe {
 
   /// Hands the held slot back to the scheduler thread. Every thread that read the record arrives
   /// itself (with one arrival per warp after __syncwarp, compute-sanitizer racecheck reported the
-  /// other lanes' record reads as racing with the next push; perf-notes v15).
+  /// other lanes' record reads as racing with the next push; docs/performance.md §Warp-uniform descriptors and the wgmma serialization guard).
   __device__ __forceinline__ void release() {
     ptx::mbar_arrive(empty() + 8 * slot);
     advance();
@@ -106,7 +106,7 @@ struct TilePipe {
 /// spill-free; a warp instruction reads eight half rows). Rows past the tile's valid rows keep
 /// stale bytes (their results are never stored), as with the 8-row TMA boxes; K past `k` is
 /// zero-filled. (One one-row TMA box per row and K block instead measured GEMM1 +44% at T = 4096
-/// against these copies, perf-notes v28.)
+/// against these copies, docs/performance.md §Gather vs permute.)
 inline constexpr u32 kGatherThreads = 64;
 
 template <class T>

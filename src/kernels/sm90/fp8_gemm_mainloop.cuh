@@ -26,7 +26,7 @@ __device__ __forceinline__ void fp8_gemm_math(const P& p, u32 s_d, u32 s_a, u32 
   Fp8GemmMath<T, P, kGatherA> m{p, s_a, s_b, s_full, s_empty, sfa_smem};
   // Broadcast, so that ptxas knows the warpgroup index is warp-uniform: the stage descriptors then
   // live in uniform registers instead of being rebuilt through R2UR for every wgmma (dense
-  // 4096x7168x16384 -3.8%, perf-notes v15).
+  // 4096x7168x16384 -3.8%, docs/performance.md §Warp-uniform descriptors and the wgmma serialization guard).
   const u32 wg = ptx::warp_uniform(threadIdx.x / 128);
   m.th.warpgroup = wg;
   m.th.wm = wg % u32(T::kWgM);
@@ -228,7 +228,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
             ptx::tma_load_2d_hint(s_b + st * T::kSmemB, &tma_b, full, b_x, int(b_y), b_policy);
           } else {
             // No hint at all: loads with an explicit evict-normal policy measured 5-24% slower on the
-            // long dense and contiguous launches (perf-notes v32).
+            // long dense and contiguous launches (docs/performance.md §B evict-first).
             ptx::tma_load_2d(s_b + st * T::kSmemB, &tma_b, full, b_x, int(b_y));
           }
         };

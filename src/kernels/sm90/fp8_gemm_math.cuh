@@ -39,10 +39,10 @@ struct KBlockScales {
 ///    shared-memory fill traffic from L2 per MMA drops by a quarter (DeepGEMM's BLOCK_M = 256).
 /// kGatherA: A arrives by cp.async (GatherALoader), written by the generic proxy, so each stage
 /// is fenced towards the async proxy (wgmma) after its wait (the full fence.proxy.async: the
-/// acquire-only form compiles to no instruction but measured 2.5% slower at T = 1024, perf-notes
+/// acquire-only form compiles to no instruction but measured 2.5% slower at T = 1024, docs/performance.md §Gather vs permute
 /// v13); the A scales are read from the
 /// token-major scales in global memory by each row's token, one K block ahead (their L2 latency
-/// exposed in every K block measured +2 µs at T = 1 and +8% at T = 1024, perf-notes v13).
+/// exposed in every K block measured +2 µs at T = 1 and +8% at T = 1024, docs/performance.md §Gather vs permute).
 template <class T, class P, bool kGatherA = false>
 struct Fp8GemmMath {
   using Mma = ptx::WgmmaE4M3<T::kWgCols>;
@@ -55,16 +55,16 @@ struct Fp8GemmMath {
   /// Two math warpgroups stacked along M take turns issuing their K blocks' wgmmas (named barriers
   /// kOrderBar and kOrderBar + 1), so the tensor cores run one warpgroup's K block, then the
   /// other's, and each warpgroup's FP32 promotion overlaps the other's MMAs instead of both
-  /// promoting at once. Measured (perf-notes v14): dense 128 x 128 tiles −3%, contiguous grouped
+  /// promoting at once. Measured (docs/performance.md §Issue order of stacked warpgroups): dense 128 x 128 tiles −3%, contiguous grouped
   /// −1.6…−4%; the MoE GEMM1's side-by-side warpgroups (kWgN = 2, chained serial schedule, B
   /// multicast pairs) +4% at T = 4096, so they keep no order, and neither does the chained schedule
   /// (measured only there). 256-row tiles take no turns per wave: turns measured 2.5% slower on the
-  /// contiguous 4 x 8192 (4096, 7168) case and 2% on dense 4096x7168x16384 (perf-notes v21).
+  /// contiguous 4 x 8192 (4096, 7168) case and 2% on dense 4096x7168x16384 (docs/performance.md §Issue order of stacked warpgroups).
   static constexpr bool kOrdered = T::kWgM == 2 && T::kWgN == 1 && T::kSplit == 1 && T::kWaves == 1;
   static constexpr u32 kOrderBar = 2;  // 1 is the epilogues'
   /// How the B scales (one per K block, read through L1 from rows of num_kb floats) reach the
   /// promotion without waiting on a miss — at a CTA's first tile the row's lines are cold in L2 too,
-  /// and a new line starts every 32 K blocks. Measured per kernel (H100, perf-notes v33):
+  /// and a new line starts every 32 K blocks. Measured per kernel (H100, docs/performance.md §B-scale reads):
   ///  * kSbAhead: each K block's scales are loaded one K block ahead (the first by begin_tile)
   ///    instead of after the stage's wait. The MoE GEMM1 (side-by-side warpgroups, kWgN = 2): prefill
   ///    stage −0.8%; the 256-row tiles +1.6…+2.5% (contiguous 4 x 8192 (4096, 7168)).
@@ -96,7 +96,7 @@ struct Fp8GemmMath {
   // (`active` 0; its stage and phase advance by arithmetic), warpgroup 0 releases each stage for
   // both (`arrivals` 2), and the issue order pauses (`order_on` 0). A K loop of its own for the
   // idle warpgroup (waiting and releasing each stage) measured 4-9% slower on the dense M = 4096
-  // shapes: ptxas then kept the stage addresses out of the uniform registers (perf-notes v20).
+  // shapes: ptxas then kept the stage addresses out of the uniform registers (docs/performance.md §Warp-uniform descriptors and the wgmma serialization guard).
   u32 active = 1, order_on = 1, arrivals = 1;
   u32 waves = 1;  // 256-row tiles: waves with valid rows (1 or 2; warp-uniform)
 
@@ -336,7 +336,7 @@ struct Fp8GemmMath {
       // acc0 holds the running sum. Only the other math warpgroup overlaps this FP32 work: the
       // pipelined form (each part promoted under the next part's wgmmas; it compiles without
       // C7514 only if the loop can also be left right after a part 0 is issued) measured no
-      // faster at prefill and 1-2% slower at T = 256...2048 (perf-notes v15).
+      // faster at prefill and 1-2% slower at T = 256...2048 (docs/performance.md §Tried and removed).
       float acc0[kAcc], acc1[kAcc];
       for (u32 kb = kb_begin; kb < kb_end; ++kb) {
         const KBlockScales sc = wait_stage(kb);

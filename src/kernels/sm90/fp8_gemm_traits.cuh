@@ -93,7 +93,7 @@ struct Fp8GemmTraits {
   static_assert(kSmemSfa % 128 == 0, "TMA destinations must stay 128-byte aligned");
 };
 
-/// Diagnostic switches for A/B runs only — the results are wrong (perf-notes v18). They can be set
+/// Diagnostic switches for A/B runs only — the results are wrong (docs/performance.md §Energy and the power limit). They can be set
 /// only through knobs().jit_defines (MOEKIT_JIT_DEFINES), i.e. only in a -DMOEKIT_DIAGNOSTICS=ON
 /// build: MOEKIT_DIAG_NO_LOADS=1: the load thread fills each stage once, then only arrives on it
 /// (no TMA traffic after the first kStages K blocks); MOEKIT_DIAG_NO_PROMOTE=1: the chained schedule

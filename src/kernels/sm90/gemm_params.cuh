@@ -42,7 +42,7 @@ struct GemmParams {
   unsigned pdl;
   /// 1 = B (single-CTA loads) with an L2 evict-first policy: set where each B tile is read by at
   /// most two M blocks of its group, so B streams through L2 once without pushing out A and D
-  /// (perf-notes v32: masked 4 x 256 (7168, 2048) 37.8 -> 35.3 us kernel-only), except for the
+  /// (docs/performance.md §B evict-first: masked 4 x 256 (7168, 2048) 37.8 -> 35.3 us kernel-only), except for the
   /// plain contiguous body (Fp8GemmFamily::b_evict_first); else the default priority.
   unsigned b_evict_first;
   /// Diagnostics (null in production, zeroed by the host): per CTA, kGemmTraceSlots values written
@@ -86,7 +86,7 @@ struct GroupedLayoutParams : GemmParams {
   /// rank 0 claims and hands the index to rank 1: PairClaims), so units are started in
   /// order as CTAs free up and the CTAs that share a B tile (consecutive units) run it at the same
   /// time however far the CTAs have drifted apart — the condition for L2 to serve the B tile's
-  /// re-reads (perf-notes "dynamic scheduling").
+  /// re-reads (docs/performance.md §Dynamic tile scheduling).
   unsigned* tile_counter;
   /// Contiguous scheduler: 0 = units in passes (first unit of every 128-row block first: decode);
   /// 1 = one pass over all units, the M unit fastest inside a raster group (prefill: every B tile
@@ -94,7 +94,7 @@ struct GroupedLayoutParams : GemmParams {
   unsigned sched_one_pass;
   /// Masked scheduler with 128- or 256-row tiles, and the contiguous one with 256-row tiles: the
   /// last wave's tiles (units) in halves, as DenseGemmParams::tail_halves (masked 448-tile cases
-  /// −2…−4%, perf-notes v20).
+  /// −2…−4%, docs/performance.md §Tail halves).
   unsigned tail_halves;
   const int* group_offsets;  ///< contiguous: [num_groups + 1] aligned segment starts
   const int* group_counts;   ///< [num_groups] valid rows per group
@@ -115,7 +115,7 @@ struct MoeGemm1Fields : GroupedLayoutParams {
   /// unit whose 128 rows hold at most 64 valid ones (an expert's short last block, where rank 1
   /// would compute a ghost tile of padding) runs as two N blocks of those rows instead — each CTA
   /// one of them, loading its own B (no multicast: Tile::solo) — and the unit of the odd N block
-  /// is skipped, so such a block costs half the pair-tiles (perf-notes v27).
+  /// is skipped, so such a block costs half the pair-tiles (docs/performance.md §Pair tail split).
   unsigned pair_tail_split;
   float limit;               ///< SwiGLU clamp when > 0
   float* sa_out;             ///< scales of the FP8 output, physical A-scale layout

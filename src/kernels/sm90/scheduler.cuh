@@ -301,7 +301,7 @@ struct ContiguousScheduler {
   /// each round every lane reads one of 32 evenly spaced candidates and a ballot keeps the span
   /// after the last one at or before `row` (offsets never decrease), so 256 groups take two rounds
   /// of dependent loads where a one-thread binary search took eight (~3 µs before a GEMM's first
-  /// tile at decode sizes, perf-notes v17).
+  /// tile at decode sizes, docs/performance.md §Tile pipe and scheduler warp).
   __device__ __forceinline__ u32 last_group_at_or_before(u32 row) const {
     const u32 lane = ptx::lane_id();
     u32 lo = 0, n = p.num_groups;  // the answer lies in [lo, lo + n)
