@@ -27,11 +27,7 @@
 #include "gemm/gemm_launch.h"
 #include "moe/moe_gemm.h"
 #include "moe/moe_permute.h"
-<<<<<<< HEAD
-#include "moe/moe_sort_reference.h"
-=======
 #include "moe/moe_sort_internal.h"
->>>>>>> sort
 #include "moe/moe_stage_trace.h"
 #include "moe/route_sort.h"
 #include "moe/moe_unfused.h"

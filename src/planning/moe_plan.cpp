@@ -6,7 +6,6 @@
 
 #include "common/check.h"
 #include "kernels/sm90/fp8_gemm_layout.cuh"
-#include "moe/moe_sort_reference.h"
 #include "moe/moe_stage_trace.h"
 #include "moe/moe_sort_internal.h"
 #include "moe/route_sort.h"
