@@ -1,6 +1,7 @@
-// Probe (v27): how fast can TMA fill a CTA's shared-memory stages from L2 (or DRAM), with no math?
-// v23 measured ~62 GB/s per SM of stage fill in the GEMM K loops (32 KB per K block of a 128 x 128 tile,
-// 48 KB of a 256 x 128 tile) and v26 ~33-35 B/clk/SM for two bulk copies in flight in the wgmma probe.
+// Probe: how fast can TMA fill a CTA's shared-memory stages from L2 (or DRAM), with no math? (results:
+// docs/performance.md §Stage fill from L2). Traces measured ~62 GB/s per SM of stage fill in the GEMM K
+// loops (32 KB per K block of a 128 x 128 tile, 48 KB of a 256 x 128 tile) and the wgmma probe ~33-35
+// B/clk/SM for two bulk copies in flight.
 // This probe separates what could set that figure:
 //   - depth: stages in flight per CTA (latency-bound fill grows with it);
 //   - CTAs: 16 ... 132 SMs filling at once (a per-SM limit stays flat, an aggregate one does not);

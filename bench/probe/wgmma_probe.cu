@@ -1,4 +1,5 @@
-// Probe (v16): FP8 wgmma throughput of two math warpgroups by operand sharing.
+// Probe: FP8 wgmma throughput of two math warpgroups by operand sharing (results:
+// docs/performance.md §MMA rate by schedule (wgmma probe)).
 //   mode 0 "stacked":  warpgroup w reads A_w and the shared B (dense / grouped 128 x 128 tiles)
 //   mode 1 "side":     warpgroup w reads the shared A and B_w (MoE GEMM1 64 x 256 tiles)
 //   mode 2 "indep":    A_w and B_w
@@ -10,10 +11,10 @@
 //   mode 6/7 "chain-o2/o3": mode 4 with the warpgroups taking turns (named barriers): the turn is
 //                      passed right after issuing (6) or once the MMAs are done (7)
 //   mode 8 "chain-pipe": two chains of 64 per K block, each promoted on its own under the next
-//                      chain's wgmmas (the v15 schedule, with its part-0 exit)
+//                      chain's wgmmas (a GEMM1 schedule since removed, with its part-0 exit)
 //   mode 9 "halves":   as 0 (A_w, shared B) with B twice as wide (256 rows): per K block each
 //                      warpgroup runs 4 chains of 64 (2 column halves x 2 K halves), each waited for and
-//                      promoted into that half's sums (128 registers): a 128 x 256 GEMM1 tile (v26)
+//                      promoted into that half's sums (128 registers): a 128 x 256 GEMM1 tile
 //   mode 10 "serial-prom": as 0, with the 64 FFMA promotion after each wait (the serial step)
 //   mode 11 "quarters-pipe": as 9 with 64-column chains (m64n64k32) in two 32-register accumulators,
 //                      each chain promoted under the next one's wgmmas

@@ -63,8 +63,9 @@ struct MoeConfig {
   /// 128, or 0 (default) for automatic: 32 while GEMM1 streams weights (≤ 64 expected rows per
   /// expert, where the extra FP32 work is hidden), 64 beyond. GEMM1's output h is requantized to
   /// FP8, which turns the tensor core's reduced-precision accumulation (its error grows with the
-  /// chain) into whole E4M3 steps of h; see docs/performance.md §GEMM1 accumulation chains (v12) for the measured errors and
-  /// costs. 128 (DeepGEMM's choice) is the fastest at prefill sizes and the least accurate.
+  /// chain) into whole E4M3 steps of h; see docs/performance.md §GEMM1 accumulation chains for the
+  /// measured errors and costs. 128 (DeepGEMM's choice) is the fastest at prefill sizes and the
+  /// least accurate.
   int gemm1_promote_k = 0;
   /// GEMM1's activation path (MoeGemm1Input); automatic by default.
   MoeGemm1Input gemm1_input = MoeGemm1Input::kAuto;

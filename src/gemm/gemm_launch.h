@@ -125,7 +125,7 @@ void launch_fp8_gemm(const GemmConfig& c, Fp8GemmKernel kernel, const Fp8GemmOpe
 GemmConfig config_override(const std::string& text, const GemmConfig& c);
 
 /// grouped_gemm_fp8_contiguous with dynamic tile scheduling when `tile_counter` (a device counter
-/// that is 0 at launch; the caller zeroes it) is not null (GemmParams::tile_counter), and with
+/// that is 0 at launch; the caller zeroes it) is not null (GroupedLayoutParams::tile_counter), and with
 /// `config` when given (the MoE plan's pick, select_grouped_contiguous_config) instead of the
 /// heuristic's.
 void grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,

@@ -45,8 +45,9 @@ constexpr double kPairFixed = 1.5e-6;
 // (7168, 2048) 758 -> 795 us, dense 4096x7168x2048 105-108 -> 107-121 us).
 constexpr int64_t kDirectMaxWaves = 2;
 // ... and at least this many K blocks: a short K loop has little to gain from a deeper pipeline and
-// its epilogue is a large share of each tile (v31 measured 128x32768x512 14% slower with a slower
-// epilogue and one more stage).
+// its epilogue is a large share of each tile (measured on the H100: 128x32768x512 14% slower with
+// a slower epilogue and one more stage; docs/performance.md §Direct-store epilogue for short
+// launches).
 constexpr int64_t kDirectMinKBlocks = 8;
 constexpr int kMaxModelSplit = 4;                // clusters of up to 4 CTAs (of 8, fewer are co-resident)
 
@@ -108,7 +109,8 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
     // T = 16384: 4030 vs 4454-4519 us); 2 x 512 and 4 x 256 masked (7168, 2048) (two waves or
     // fewer) 4% / 3% slower than 128-row tiles with tail halves, T = 4096's GEMM2 (~128 rows per
     // group) 3.7% slower end to end; 4096x2112x7168 m256n64 129.1 us against m128n192 121.0.
-    // Since v32 also groups of 256-1023 rows in short launches (direct stores, 4 stages): measured
+    // Also groups of 256-1023 rows in short launches (direct stores, 4 stages; docs/performance.md
+    // §Direct-store epilogue for short launches): measured
     // (kernel-only) masked 2 x 512 / 4 x 256 (7168, 2048) 32.6 / 37.8 us against 33.8 / 38.6 with
     // m128n128s6r and 34.8 / 40.7 with m128n128s5; (4096, 7168) 51.2 / 60.2 against 56.8 / 67.0.
     if (bm == 256 && (!allow_wide || m < 256)) continue;
@@ -245,8 +247,8 @@ GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_p
   // expert's B tile drift apart and re-read it from DRAM (GEMM1 at DRAM peak, ~2x the weight bytes).
   // Dynamic scheduling (single CTAs, one pass) keeps them together too, but measured no faster at
   // T = 16384 and 2% slower at T = 4096 than the pairs (which halve B's L2 -> SM traffic), so
-  // prefill keeps the pairs (docs/performance.md §GEMM1 B-multicast pairs); since v27 they take their units dynamically too
-  // (rank 0 claims for both) when the layer passes a tile counter.
+  // prefill keeps the pairs (docs/performance.md §GEMM1 B-multicast pairs); they take their units
+  // dynamically too (rank 0 claims for both) when the layer passes a tile counter.
   c.multicast = rows_per_expert >= 128 ? 2 : 1;
   c.raster_group = 8;
   const int64_t tiles = std::max<int64_t>(1, rows_bound / c.block_m * ceil_div(n, c.block_n));
@@ -261,8 +263,9 @@ GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_p
 GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64_t rows_bound, int64_t n, int64_t k,
                                    const GemmDeviceLimits& lim) {
   // No 256-row tiles: the layer runs this GEMM only while y_acc fits in L2 (T·H·4 ≤ 16 MiB, e.g.
-  // T ≤ 585 at H = 7168), far below 512 rows per expert. (v21's "no faster at T = 16384" was not a
-  // measurement of this kernel: there the layer runs the rows GEMM2, docs/performance.md §Multicast pairs only for long launches.)
+  // T ≤ 585 at H = 7168), far below 512 rows per expert. (An earlier "256-row tiles no faster at
+  // T = 16384" was not a measurement of this kernel: there the layer runs the rows GEMM2,
+  // docs/performance.md §256-row tiles as two 128-row waves.)
   GemmConfig c = select_gemm_config(rows_per_group, n, k, lim, groups, false, false);
   c.multicast = 1;
   c.direct_store = false;  // its own (scatter-add) epilogue

@@ -36,7 +36,7 @@ struct MoeGemm1Args {
   void* hq = nullptr;                ///< FP8 [rows, I] (row stride I) out
   float* sh = nullptr;               ///< h scales out, physical layout over `rows`
   /// Optional device counter, 0 at launch (the caller zeroes it), used when plan.dynamic
-  /// (GemmParams::tile_counter). Null: static scheduling.
+  /// (GroupedLayoutParams::tile_counter). Null: static scheduling.
   unsigned* tile_counter = nullptr;
   MoeGemm1Plan plan;  ///< the choices (plan_moe_gemm1)
 };

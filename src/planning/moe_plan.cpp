@@ -37,8 +37,9 @@ bool token_scales_pay(int64_t num_tokens, int top_k, int64_t hidden) {
 // while GEMM1 runs single 64-row tiles (< 128 expected rows per expert; -4.1% at T = 1024, -5.4% at
 // T = 2048: the quantize pass writes T rows instead of T * k), slower once it runs the multicast
 // pairs (T >= 4096: +7..9% end to end, its GEMM1 slows by more than the copy saves). At T = 1 it
-// measured ~1 µs slower in v13, equal in v17 (139.2 vs 139.0-139.3 µs); its token-major input
-// lets the small-batch route + sort launch quantize too (v17).
+// measured ~1 µs slower in an earlier build, then equal (139.2 vs 139.0-139.3 µs); its token-major
+// input lets the small-batch route + sort launch quantize too (docs/performance.md §Fused route,
+// sort and quantize at small T).
 bool gemm1_gathers(MoeGemm1Input requested, int64_t num_tokens, int64_t hidden, const MoeLoadEstimate& e) {
   if (num_tokens < 1 || num_tokens * hidden >= (int64_t(1) << 32)) return false;
   if (requested == MoeGemm1Input::kPermuted) return false;
@@ -74,7 +75,7 @@ int gemm1_promote_k(int requested, const MoeLoadEstimate& e) {
 }
 
 // Whether the B-multicast pairs run an expert's last 128-row block, when it holds at most 64 valid
-// rows, as two N blocks of those rows (GemmParams::pair_tail_split) instead of a tile and a ghost
+// rows, as two N blocks of those rows (MoeGemm1Fields::pair_tail_split) instead of a tile and a ghost
 // tile of padding: the caller's choice (1 / 0), or automatic (-1): from 256 expected rows per
 // expert. Measured on the H100 (deepseek-v3, dynamic pairs, docs/performance.md §Pair tail split): layer −5% at T = 8192
 // (256 rows per expert), −2.6% at T = 16384, but +1.7% at T = 4096 (128 rows; GEMM1 +5%).

@@ -44,7 +44,7 @@ struct MoeGemmRequest {
 struct MoeGemm1Plan {
   GemmConfig config;             ///< 64 x 256 tiles of the prepared W1
   int promote_k = 64;            ///< K per tensor-core accumulation chain: 32, 64 or 128
-  bool pair_tail_split = false;  ///< GemmParams::pair_tail_split (B-multicast pairs only)
+  bool pair_tail_split = false;  ///< MoeGemm1Fields::pair_tail_split (B-multicast pairs only)
   bool dynamic = false;          ///< take tiles from the tile counter (else static scheduling)
   bool one_pass = false;         ///< dynamic: walk all 64-row units of an expert together (sched_one_pass)
   int a_box_rows = 0;            ///< 8: load only a tile's valid rows (decode-sized groups); 0: BLOCK_M

@@ -75,9 +75,9 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
 
 /// A plain (weak) global load, for data that earlier kernels of the same PDL chain write. Never
 /// ld.global.nc (__ldg): that is defined only for data that stays read-only for the reading kernel's
-/// whole lifetime, and a PDL dependent starts before its predecessor finishes — measured (docs/performance.md §PDL chain and B before the wait
-/// v17): a GEMM scheduler reading the group offsets with __ldg right after the kernel that writes
-/// them saw stale ones in a CUDA graph replay. Ordered after griddepcontrol.wait by that wrapper's
+/// whole lifetime, and a PDL dependent starts before its predecessor finishes — measured
+/// (docs/performance.md §PDL chain and B before the wait): a GEMM scheduler reading the group
+/// offsets with __ldg right after the kernel that writes them saw stale ones in a CUDA graph replay. Ordered after griddepcontrol.wait by that wrapper's
 /// memory clobber; L1-bypassing ld.global.cg was correct too but cost 8 µs at T = 1 in the token-scale
 /// loads of GEMM1's K loop.
 template <class V>

@@ -62,9 +62,10 @@ TEST(GemmConfig, WideTilesForGroupsOf512OnlyInLongLaunches) {
   EXPECT_FALSE(select_gemm_config(256, 7168, 2048, lim, 8, false, true, false).direct_store);
 }
 
-// DeepGEMM's masked rows (1-2 waves): direct stores, 256 x 128 tiles with 4 stages (docs/performance.md §Direct-store epilogue for short launches, H100,
-// kernel-only: 49.0 / 31.9 / 51.2 / 32.6 / 60.2 / 37.8 us against 51.8 / 32.9 / 56.8 / 34.8 / 67.0 /
-// 40.5 with the v31 picks); long launches keep the TMA store (contiguous 4 x 8192, dense M = 4096:
+// DeepGEMM's masked rows (1-2 waves): direct stores, 256 x 128 tiles with 4 stages
+// (docs/performance.md §Direct-store epilogue for short launches, H100, kernel-only: 49.0 / 31.9 /
+// 51.2 / 32.6 / 60.2 / 37.8 us against 51.8 / 32.9 / 56.8 / 34.8 / 67.0 / 40.5 with the earlier
+// TMA-store picks); long launches keep the TMA store (contiguous 4 x 8192, dense M = 4096:
 // 1.5-13% slower with direct stores), and so do 64-row tiles, split-K and the MoE GEMM2's epilogue.
 TEST(GemmConfig, DirectStoreOnShortLaunches) {
   GemmDeviceLimits lim;
@@ -143,9 +144,9 @@ TEST(GemmConfig, SmallMSpreadsWeightsOverMostSms) {
   }
 }
 
-// Dense decode shapes with few N blocks split K over clusters (measured on the H100, docs/performance.md §Split-K over clusters for small-M dense
-// v19: 64x2112x7168 18.0 us unsplit, 14.6 us over 3 CTAs) — in one wave of whole clusters; shapes
-// with enough tiles do not.
+// Dense decode shapes with few N blocks split K over clusters (measured on the H100,
+// docs/performance.md §Split-K over clusters for small-M dense: 64x2112x7168 18.0 us unsplit,
+// 14.6 us over 3 CTAs) — in one wave of whole clusters; shapes with enough tiles do not.
 TEST(GemmConfig, DenseSmallMSplitsKWhereTilesAreFew) {
   GemmDeviceLimits lim;
   for (int64_t m : {1, 64, 128}) {

@@ -183,7 +183,7 @@ TEST(GemmFp8, EveryTileShape) {
       }
 }
 
-// Tail halves (GemmParams::tail_halves): the last wave's tiles split into 64-row halves run by one
+// Tail halves (DenseGemmFields::tail_halves): the last wave's tiles split into 64-row halves run by one
 // math warpgroup each, forced with few CTAs: 24 tiles on 10 CTAs (a tail of 4 tiles = 8 halves,
 // pipelined and issue-ordered 128 x 128 tiles) and 10 tiles on 8 CTAs (serial 128 x 160 tiles),
 // with M tails whose second half has no row (300 rows) or a few (200 rows), several tiles per CTA

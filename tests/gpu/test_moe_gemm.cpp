@@ -196,7 +196,7 @@ TEST(MoeGemm1Swiglu, MatchesReference) {
   EXPECT_LT(share[2], 0.9 * share[1]);
 }
 
-// The B-multicast pairs' tail split (GemmParams::pair_tail_split): an expert's last 128-row block
+// The B-multicast pairs' tail split (MoeGemm1Fields::pair_tail_split): an expert's last 128-row block
 // with at most 64 valid rows runs as two N blocks of those rows, one per CTA of the pair, each
 // loading its own B, instead of a tile and a ghost tile. Every tile runs the same math either way,
 // so the h codes and scales of every valid row must be bit-identical with the split on and off —

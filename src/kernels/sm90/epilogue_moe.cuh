@@ -58,9 +58,10 @@ struct SwigluFp8Epilogue {
   /// silu(g) * u = g / (1 + 2^(-g log2 e)) * u with the special-function unit's 2^x and 1/x (a few
   /// FP32 ulps): h feeds an E4M3 quantizer with 3 mantissa bits, and g itself carries the tensor
   /// core's ~1e-4 accumulation error, so the IEEE-exact forms (accurate expf, a Newton step and a
-  /// Markstein division: ~20 instructions per element) bought nothing but epilogue time (docs/performance.md §SwiGLU epilogue
-  /// v17). The exponent is capped so the denominator stays finite (silu of g < -80 is below 1e-33,
-  /// far under any row's quantization step); a NaN g stays NaN. The bare MUFU forms give the bits
+  /// Markstein division: ~20 instructions per element) bought nothing but epilogue time
+  /// (docs/performance.md §SwiGLU epilogue). The exponent is capped so the denominator stays
+  /// finite (silu of g < -80 is below 1e-33, far under any row's quantization step); a NaN g stays
+  /// NaN. The bare MUFU forms give the bits
   /// of __expf / __fdividef here (their fix-ups only touch results below 2^-126, which vanish in
   /// 1 + e, and divisors of 2^126 or more, which 1 + e^80 is not) in 7 instead of 15 instructions
   /// per element (measured: the same rel_l2 on every preset; GEMM1 -0.3% at T = 4096, the layer

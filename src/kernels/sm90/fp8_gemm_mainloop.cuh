@@ -215,7 +215,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           const u32 b_y = bw.y0 + kb * bw.dy;
           if constexpr (kCluster > 1 && !T::kShareA) {
             if (t.solo) {
-              // A tile of its own (GemmParams::pair_tail_split): every slice of B, into this CTA only.
+              // A tile of its own (MoeGemm1Fields::pair_tail_split): every slice of B, into this CTA only.
               for (u32 r = 0; r < u32(kCluster); ++r)
                 ptx::tma_load_2d(s_b + st * T::kSmemB + r * (T::kSmemB / kCluster), &tma_b, full, b_x,
                                  int(b_y + r * (T::kBlockN / kCluster)));

@@ -39,10 +39,10 @@ struct KBlockScales {
 ///    shared-memory fill traffic from L2 per MMA drops by a quarter (DeepGEMM's BLOCK_M = 256).
 /// kGatherA: A arrives by cp.async (GatherALoader), written by the generic proxy, so each stage
 /// is fenced towards the async proxy (wgmma) after its wait (the full fence.proxy.async: the
-/// acquire-only form compiles to no instruction but measured 2.5% slower at T = 1024, docs/performance.md §Gather vs permute
-/// v13); the A scales are read from the
-/// token-major scales in global memory by each row's token, one K block ahead (their L2 latency
-/// exposed in every K block measured +2 µs at T = 1 and +8% at T = 1024, docs/performance.md §Gather vs permute).
+/// acquire-only form compiles to no instruction but measured 2.5% slower at T = 1024,
+/// docs/performance.md §Gather vs permute); the A scales are read from the token-major scales in
+/// global memory by each row's token, one K block ahead (their L2 latency exposed in every K block
+/// measured +2 µs at T = 1 and +8% at T = 1024, docs/performance.md §Gather vs permute).
 template <class T, class P, bool kGatherA = false>
 struct Fp8GemmMath {
   using Mma = ptx::WgmmaE4M3<T::kWgCols>;
@@ -92,7 +92,7 @@ struct Fp8GemmMath {
   float pre_sa0 = 0.0f, pre_sa1 = 0.0f;  // kGatherA: their scales of the next K block
   float pre_sb0 = 0.0f, pre_sb1 = 0.0f;  // kSbAhead: the next K block's B scales
   // Warpgroups stacked along M (kWgM = 2) on a tile of at most 64 valid rows (a half tile,
-  // GemmParams::tail_halves, or a short group's tile): warpgroup 1 skips the tile's K loop
+  // the families' tail_halves, or a short group's tile): warpgroup 1 skips the tile's K loop
   // (`active` 0; its stage and phase advance by arithmetic), warpgroup 0 releases each stage for
   // both (`arrivals` 2), and the issue order pauses (`order_on` 0). A K loop of its own for the
   // idle warpgroup (waiting and releasing each stage) measured 4-9% slower on the dense M = 4096

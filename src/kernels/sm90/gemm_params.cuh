@@ -54,7 +54,7 @@ struct GemmParams {
 
 /// Bytes of every family's parameter struct: its fields, then reserved bytes. The kernels' code
 /// depends on the size of their parameter block: the same kernels with a 96-byte block instead of
-/// the 216 bytes of the one struct all families shared before (v33) compiled to different SASS
+/// the 216 bytes of the one struct all families shared before compiled to different SASS
 /// (register allocation and schedule), so each struct keeps that size until an A/B on the GPU says
 /// the smaller blocks run as fast.
 inline constexpr unsigned long long kGemmParamsBytes = 216;

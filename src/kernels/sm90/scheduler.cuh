@@ -48,10 +48,10 @@ __device__ __forceinline__ void raster(u32 idx, u32 num_m, u32 num_n, u32 group,
   n_block = r / rows_in_group;
 }
 
-/// The static schedule's tail (GemmParams::tail_halves): of `tiles` tiles taken by `ctas` CTAs in
-/// strides, the last partial wave's tiles become two half units each (64 rows of a 128-row tile,
-/// 128 of a 256-row one) when they fit in one wave that way. Units [0, full) are whole tiles; unit
-/// full + 2 j + h is half h of tile full + j.
+/// The static schedule's tail (DenseGemmFields / GroupedLayoutParams::tail_halves): of `tiles`
+/// tiles taken by `ctas` CTAs in strides, the last partial wave's tiles become two half units each
+/// (64 rows of a 128-row tile, 128 of a 256-row one) when they fit in one wave that way. Units
+/// [0, full) are whole tiles; unit full + 2 j + h is half h of tile full + j.
 struct TailHalves {
   u32 full = 0xffffffffu;  ///< first half unit (none: all units whole)
   u32 units = 0;           ///< units in all
@@ -106,7 +106,7 @@ struct DenseScheduler {
   static constexpr bool kPairN = gemm_cluster_shares_a(kBlockM, kCluster);
   static constexpr u32 kUnitM = kPairN || kSplitK > 1 ? 1u : u32(kCluster);  // tiles per unit along M
   static constexpr u32 kUnitN = kPairN ? u32(kCluster) : 1u;                   // ... and along N
-  /// Tail halves (GemmParams::tail_halves) for units of whole rows of 128- or 256-row tiles.
+  /// Tail halves (DenseGemmFields::tail_halves) for units of whole rows of 128- or 256-row tiles.
   static constexpr bool kHalves = kBlockM >= 128 && kUnitM == 1 && kSplitK == 1;
   u32 num_units_m, num_n_units, num_units, group, rank, stride;
   u32 next_index;
@@ -218,13 +218,13 @@ struct PairClaims {
 /// kCluster * BLOCK_M ≤ 128, so a unit never leaves its 128-aligned segment). Every 128-row block
 /// of a segment holds at least one valid row, so the first unit of each block always has work,
 /// while the later ones (BLOCK_M * kCluster = 64: rows 64..127 of the block) are empty whenever a
-/// group has ≤ 64 rows there — the common case at decode sizes. Two orders (GemmParams::
+/// group has ≤ 64 rows there — the common case at decode sizes. Two orders (GroupedLayoutParams::
 /// sched_one_pass):
 ///  * passes (decode): pass 0 = the first unit of every 128-row block (never empty), pass 1 = the
 ///    second, ... With the CTAs striding through one flat order, half-empty layouts would otherwise
 ///    hand all the work to half of the CTAs (measured: stride 132, raster 8 → every odd CTA idle).
 ///    Inside a pass the order is rasterized as in the dense scheduler. Skipping an empty unit costs
-///    a group search (dependent loads; ~0.7 µs as v8's binary search), so before entering pass 1
+///    a group search (dependent loads; ~0.7 µs as a binary search), so before entering pass 1
 ///    the scheduler reads all counts once: when no group has more than one unit's rows, passes ≥ 1 hold no work and
 ///    are dropped (measured at T = 64 without this: 20 / 43 µs of skipping at the end of GEMM1 /
 ///    GEMM2).
@@ -233,7 +233,7 @@ struct PairClaims {
 /// Units are taken statically (CTA c: c, c + G, ...) or, with GroupedLayoutParams::tile_counter,
 /// dynamically: the first statically, every further one by atomicAdd (in clusters of two, rank 0
 /// claims and hands each index to rank 1: PairClaims).
-/// A unit is skipped only when its first tile has no valid row (or, with GemmParams::
+/// A unit is skipped only when its first tile has no valid row (or, with MoeGemm1Fields::
 /// pair_tail_split, when it is the odd N block of a split tail block), decisions both CTAs of a
 /// cluster make alike, so they walk the same units; a tile of the unit past the valid rows is
 /// computed on padding rows of the same segment (valid_rows = 0) and its epilogue must tolerate that.
@@ -241,7 +241,7 @@ struct PairClaims {
 /// two, at two horizontally adjacent N blocks, CTA rank r taking the r-th: the pair shares A).
 /// Segments are 128-aligned, so a unit meets at most two groups; when its first group's segment
 /// ends after 128 rows, the unit yields two tiles of at most 128 valid rows (one wave each), the
-/// second with the next group, handed out right after the first. With GemmParams::tail_halves the
+/// second with the next group, handed out right after the first. With GroupedLayoutParams::tail_halves the
 /// units of the last partial wave (TailHalves over the units and the CTAs) go out as their two
 /// 128-row halves, each a tile of its own.
 /// The scheduler warp runs it (warp collectives: the group search, the count maximum); dynamic
@@ -452,7 +452,7 @@ struct ContiguousScheduler {
 /// Masked grouped GEMM: group g owns rows [g*max_m, (g+1)*max_m) of A and D, of which the first
 /// min(counts[g], max_m) are valid. Tiles are numbered (group, n block, m tile) with the M tile
 /// fastest; tiles past a group's count are skipped, so empty groups cost one read each.
-/// With 128-row tiles and GemmParams::tail_halves, the last partial wave of the tile numbering
+/// With 128-row tiles and GroupedLayoutParams::tail_halves, the last partial wave of the tile numbering
 /// (valid or not: the counts are not read ahead) is handed out in halves (TailHalves: 64 rows of a
 /// 128-row tile, 128 of a 256-row one).
 /// 256-row tiles in clusters of two pair along N (gemm_cluster_shares_a): a unit is two adjacent N
