@@ -4,6 +4,8 @@
 #include <cuda_fp8.h>
 
 #include "common/check.h"
+#include "moekit/numerics.h"
+#include "moekit/quantize.h"
 #include "ptx/ptx.cuh"
 
 namespace moekit::detail {
@@ -124,6 +126,20 @@ void fill_random_bf16_normal(void* dst, int64_t n, float sigma, uint64_t seed, c
   if (n <= 0) return;
   fill_bf16_normal_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), n, sigma, seed);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_checkpoint_weights(void* q, float* scales, int64_t experts, int64_t n, int64_t k, float sigma, uint64_t seed,
+                             cudaStream_t stream) {
+  if (experts <= 0 || n <= 0) return;
+  void* w = nullptr;
+  MOEKIT_CUDA_CHECK(cudaMallocAsync(&w, size_t(n * k) * 2, stream));
+  const int64_t per_scales = ceil_div(n, kQuantBlock) * ceil_div(k, kQuantBlock);
+  for (int64_t e = 0; e < experts; ++e) {
+    fill_random_bf16_normal(w, n * k, sigma, seed + uint64_t(e) * 0x9E3779B9ull, stream);
+    quantize_weight_128x128(w, k, n, k, static_cast<uint8_t*>(q) + e * n * k, k, scales + e * per_scales, false,
+                            stream);
+  }
+  MOEKIT_CUDA_CHECK(cudaFreeAsync(w, stream));
 }
 
 void fill_random_f32(float* dst, int64_t n, float lo, float hi, uint64_t seed, cudaStream_t stream) {

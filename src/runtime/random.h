@@ -15,6 +15,12 @@ void fill_random_e4m3(void* dst, int64_t n, uint64_t seed, cudaStream_t stream);
 void fill_random_e4m3_normal(void* dst, int64_t n, float sigma, uint64_t seed, cudaStream_t stream);
 /// Fills n bf16 values with normal values N(0, sigma^2).
 void fill_random_bf16_normal(void* dst, int64_t n, float sigma, uint64_t seed, cudaStream_t stream);
+/// Checkpoint-like expert weights, made as a model's are: `experts` matrices [n, k] of bf16
+/// N(0, sigma^2), each quantized by the 128x128 weight quantizer (SPEC §1) into q [experts, n, k]
+/// (FP8 E4M3) and scales [experts, ceil(n/128), ceil(k/128)]. Needs k % 16 == 0; allocates one
+/// bf16 [n, k] scratch matrix on `stream` (stream-ordered).
+void fill_checkpoint_weights(void* q, float* scales, int64_t experts, int64_t n, int64_t k, float sigma, uint64_t seed,
+                             cudaStream_t stream);
 /// Fills n floats with uniform values in [lo, hi).
 void fill_random_f32(float* dst, int64_t n, float lo, float hi, uint64_t seed, cudaStream_t stream);
 
