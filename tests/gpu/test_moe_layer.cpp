@@ -22,6 +22,7 @@
 
 #include "gpu_test_util.h"
 #include "moe/moe_reference.h"
+#include "moe_accuracy_util.h"
 #include "moe_test_util.h"
 #include "moekit/moekit.h"
 #include "runtime/device_buffer.h"
@@ -36,17 +37,15 @@ using moekit::detail::DeviceBuffer;
 
 namespace {
 
-// End-to-end bound (relative L2 vs the float64 reference). Measured on the H100 with the fused
-// layer and GEMM1's default accumulation chains (MoeConfig::gemm1_promote_k): up to 6.1e-3 on the
-// reduced-size presets at T = 1 and 2 (one or two rows of H = 1024), and T = 1 with k = 1 at
-// 1.1e-2 (one row and one slot average few flipped h codes); the full-size presets measure ≤ 4.65e-3
-// (`moekit bench moe --preset all`, issue 4's bar is 5e-3). The FP8 tensor-core accumulator loses
-// precision along each chain; the requantization of h to E4M3 turns that into ~1% of h codes one
-// step (~6-12%) off (tests/gpu/test_moe_gemm.cpp measures it), which a float64 reference cannot
-// reproduce. Layout, scale or routing bugs give
-// O(1) errors. (Shapes with I % 64 != 0 take the unfused path, whose bf16 round trip of g/u this
-// reference does not model: those stay under 1.5e-2.)
-constexpr double kEndToEndBound = 1.5e-2;
+// End-to-end bounds (relative L2 vs the float64 SPEC reference; docs/accuracy.md). The weights are
+// checkpoint-like by default (bf16 N(0, 0.02²) quantized 128x128) and x ~ N(0, 1). Over 16 or more
+// rows of the fused layer: overall ≤ 6e-3 and row median ≤ 3e-3 (measured on the H100: 2.1-2.5e-3
+// and ≤ 2.1e-3, tests/gpu/test_moe_accuracy.cpp). A few rows: one large h element one E4M3 step off
+// moves a row by up to ~1e-2, so 1.5e-2. The same 1.5e-2 for other data (uniform E4M3 codes with
+// chosen scales) and for the unfused path (I % 64 != 0), whose bf16 round trip of g/u this reference
+// does not model. Layout, scale or routing bugs give O(1) errors.
+constexpr double kManyRowsOverall = 6.0e-3, kManyRowsMedian = 3.0e-3, kFewRowsOrOtherData = 1.5e-2;
+constexpr int64_t kManyRows = 16;
 // The fused layer never rounds GEMM1's output (g, u) to bf16, so neither does the reference.
 constexpr bool kRoundGuBf16 = false;
 // EP halves: each half's y is rounded to bf16 once, the whole layer's y once: a few bf16 ulps.
@@ -54,15 +53,17 @@ constexpr double kEpSumBound = 1e-2;
 // Rows checked against the reference for large T.
 constexpr int kSampleRows = 16;
 
-/// Weights of `e_local` experts on the device (random E4M3, SPEC-convention scales) and their
-/// host copies for the reference.
+/// Weights of `e_local` experts on the device and their host copies for the reference: checkpoint-
+/// like (fill_checkpoint_weights), or with a W1 scale range given, uniformly random E4M3 codes with
+/// scales drawn from it (to reach |g|, |u| beyond a clamp).
 struct Weights {
   int64_t h = 0, inter = 0, e = 0;
   DeviceBuffer w1, sw1, w2, sw2;
   std::vector<uint8_t> hw1, hw2;
   std::vector<float> hsw1, hsw2;
-  Weights(int64_t experts, int64_t hidden, int64_t i, uint64_t seed, float sw1_lo = 0.5e-4f, float sw1_hi = 1e-4f)
-      : h(hidden), inter(i), e(experts) {
+  bool checkpoint = true;
+  Weights(int64_t experts, int64_t hidden, int64_t i, uint64_t seed, float sw1_lo = 0.0f, float sw1_hi = 0.0f)
+      : h(hidden), inter(i), e(experts), checkpoint(sw1_hi <= 0.0f) {
     const int64_t n1 = e * 2 * i * h, n2 = e * h * i;
     const int64_t ns1 = e * moekit::ceil_div(2 * i, 128) * moekit::ceil_div(h, 128);
     const int64_t ns2 = e * moekit::ceil_div(h, 128) * moekit::ceil_div(i, 128);
@@ -70,10 +71,15 @@ struct Weights {
     w2 = DeviceBuffer(size_t(n2));
     sw1 = DeviceBuffer(size_t(ns1) * 4);
     sw2 = DeviceBuffer(size_t(ns2) * 4);
-    moekit::detail::fill_random_e4m3(w1.get(), n1, seed + 1, nullptr);
-    moekit::detail::fill_random_e4m3(w2.get(), n2, seed + 2, nullptr);
-    moekit::detail::fill_random_f32(sw1.as<float>(), ns1, sw1_lo, sw1_hi, seed + 3, nullptr);
-    moekit::detail::fill_random_f32(sw2.as<float>(), ns2, 0.5e-4f, 1e-4f, seed + 4, nullptr);
+    if (checkpoint) {
+      moekit::detail::fill_checkpoint_weights(w1.get(), sw1.as<float>(), e, 2 * i, h, 0.02f, seed + 1, nullptr);
+      moekit::detail::fill_checkpoint_weights(w2.get(), sw2.as<float>(), e, h, i, 0.02f, seed + 2, nullptr);
+    } else {
+      moekit::detail::fill_random_e4m3(w1.get(), n1, seed + 1, nullptr);
+      moekit::detail::fill_random_e4m3(w2.get(), n2, seed + 2, nullptr);
+      moekit::detail::fill_random_f32(sw1.as<float>(), ns1, sw1_lo, sw1_hi, seed + 3, nullptr);
+      moekit::detail::fill_random_f32(sw2.as<float>(), ns2, 0.5e-4f, 1e-4f, seed + 4, nullptr);
+    }
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     hw1 = w1.download<uint8_t>(size_t(n1));
     hw2 = w2.download<uint8_t>(size_t(n2));
@@ -119,7 +125,7 @@ Inputs make_x(int64_t t, int64_t h, uint64_t seed) {
   Inputs in;
   in.t = t;
   in.x = DeviceBuffer(size_t(std::max<int64_t>(t, 1) * h * 2));
-  moekit::detail::fill_random_bf16(in.x.get(), t * h, 1.0f, seed, nullptr);
+  moekit::detail::fill_random_bf16_normal(in.x.get(), t * h, 1.0f, seed, nullptr);  // x ~ N(0, 1)
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   in.hx = in.x.download<uint16_t>(size_t(t * h));
   return in;
@@ -216,8 +222,21 @@ moekit::detail::MoeReferenceConfig ref_config(const MoeConfig& c) {
 
 struct Check {
   double rel_l2 = 0.0;
+  double row_median = 0.0;
+  int64_t rows = 0;
+  bool checkpoint_fused = false;  ///< checkpoint-like weights on the fused layer: the tight bounds apply
   int64_t nonfinite = 0;
 };
+
+/// The bounds above for one check.
+void expect_accurate(const Check& ch) {
+  if (ch.checkpoint_fused && ch.rows >= kManyRows) {
+    EXPECT_LE(ch.rel_l2, kManyRowsOverall);
+    EXPECT_LE(ch.row_median, kManyRowsMedian);
+  } else {
+    EXPECT_LE(ch.rel_l2, kFewRowsOrOtherData);
+  }
+}
 
 /// Compares rows `rows` of r.y with the reference (on r.ids / r.w) and prints the error.
 Check check_rows(const Layer& L, const Inputs& in, const Result& r, const std::vector<int64_t>& rows,
@@ -249,9 +268,13 @@ Check check_rows(const Layer& L, const Inputs& in, const Result& r, const std::v
       got[size_t(i * h + col)] = v;
       out.nonfinite += !std::isfinite(v);
     }
-  out.rel_l2 = n ? moekit::relative_l2_error(got.data(), ref.data(), got.size()) : 0.0;
-  std::printf("[ moe_layer ] %-44s T=%-5lld rows=%-4lld rel_l2=%.3e\n", label.c_str(), (long long)in.t, (long long)n,
-              out.rel_l2);
+  const moekit::test::RowErrors e = moekit::test::row_errors(got, ref, n, h);
+  out.rel_l2 = n ? e.overall : 0.0;
+  out.row_median = e.row_median;
+  out.rows = n;
+  out.checkpoint_fused = W.checkpoint && c.inter % 64 == 0;
+  std::printf("[ moe_layer ] %-44s T=%-5lld rows=%-4lld rel_l2=%.3e row_med=%.3e row_max=%.3e\n", label.c_str(),
+              (long long)in.t, (long long)n, out.rel_l2, e.row_median, e.row_max);
   std::fflush(stdout);
   return out;
 }
@@ -418,7 +441,7 @@ TEST(MoeLayer, PresetsMatchSpecReference) {
       }
       const Check ch = check_rows(L, in, res, full ? all_rows(t) : sample_rows(t, kSampleRows, seed), p.name);
       EXPECT_EQ(ch.nonfinite, 0);
-      EXPECT_LE(ch.rel_l2, kEndToEndBound);
+      expect_accurate(ch);
     }
   }
 }
@@ -441,7 +464,8 @@ TEST(MoeLayer, DuplicatesMinusOneAndInvalidIds) {
       EXPECT_EQ(r.invalid, count_invalid(in.ids, c.num_experts)) << "T=" << t;
       const Check ch = check_rows(L, in, r, t <= 64 ? all_rows(t) : sample_rows(t, 64, 3), "ids with -1/invalid/dups");
       EXPECT_EQ(ch.nonfinite, 0);
-      EXPECT_LE(ch.rel_l2, kEndToEndBound) << "T=" << t;
+      SCOPED_TRACE(::testing::Message() << "T=" << t);
+      expect_accurate(ch);
       expect_dropped_rows_zero(L, in, r);
     }
   }
@@ -462,7 +486,7 @@ TEST(MoeLayer, AllTokensOnOneExpertAndEmptyExperts) {
       EXPECT_EQ(r.invalid, 0);
       const Check ch = check_rows(L, in, r, all_rows(t), "all slots on expert 5");
       EXPECT_EQ(ch.nonfinite, 0);
-      EXPECT_LE(ch.rel_l2, kEndToEndBound);
+      expect_accurate(ch);
     }
     // Every expert empty: every slot -1 → y = 0 everywhere (with the fused finalize no GEMM2 tile
     // runs, so CTA 0 writes the zeros).
@@ -515,8 +539,8 @@ TEST(MoeLayer, ExpertParallelHalvesSumToTheWholeLayer) {
       EXPECT_EQ(r1.invalid, want);
       EXPECT_EQ(rf.invalid, want);
       const auto rows = t <= 64 ? all_rows(t) : sample_rows(t, 32, 5);
-      EXPECT_LE(check_rows(L0, in, r0, rows, "EP half [0, 8)").rel_l2, kEndToEndBound);
-      EXPECT_LE(check_rows(L1, in, r1, rows, "EP half [8, 16)").rel_l2, kEndToEndBound);
+      expect_accurate(check_rows(L0, in, r0, rows, "EP half [0, 8)"));
+      expect_accurate(check_rows(L1, in, r1, rows, "EP half [8, 16)"));
       // ~6% of tokens have all 4 slots in the other half (or -1 / invalid): y = 0 exactly.
       const int64_t dropped = expect_dropped_rows_zero(L0, in, r0) + expect_dropped_rows_zero(L1, in, r1);
       if (t >= 64) EXPECT_GT(dropped, 0) << "the case should contain tokens with no local slot";
@@ -546,7 +570,7 @@ TEST(MoeLayer, TopOneAndClamp) {
       random_ids(in, c, 80 + uint64_t(t), false);
       const Check ch = check_rows(L, in, run(L, in, false, s), all_rows(t), "k = 1");
       EXPECT_EQ(ch.nonfinite, 0);
-      EXPECT_LE(ch.rel_l2, kEndToEndBound);
+      expect_accurate(ch);
     }
   }
   // The clamp on and off, with W1 scales large enough that |g|, |u| often exceed the limit.
@@ -561,7 +585,7 @@ TEST(MoeLayer, TopOneAndClamp) {
     const Result r = run(L, in, false, s);
     const Check ch = check_rows(L, in, r, all_rows(64), limit > 0 ? "clamp 1.0 (large g/u)" : "no clamp (large g/u)");
     EXPECT_EQ(ch.nonfinite, 0);
-    EXPECT_LE(ch.rel_l2, kEndToEndBound);
+    expect_accurate(ch);
     (limit > 0 ? y_on : y_off) = r.y;
   }
   EXPECT_NE(y_on, y_off) << "the clamp must change the output";
@@ -695,7 +719,7 @@ TEST(MoeLayer, LogitsPathMatchesIdsPath) {
         const Result via_ids = run(L, in, false, s);
         EXPECT_EQ(via_logits.y, via_ids.y) << "T=" << t;
         EXPECT_EQ(via_logits.invalid, 0);
-        if (t <= 64) EXPECT_LE(check_rows(L, in, via_logits, all_rows(t), m.name).rel_l2, kEndToEndBound);
+        if (t <= 64) expect_accurate(check_rows(L, in, via_logits, all_rows(t), m.name));
       }
     }
 }
@@ -777,7 +801,7 @@ TEST(MoeLayer, GraphReplayWithNewLogitsMatchesEager) {
           moekit::test::finish(s, "route");
           res.ids = ids.download<int32_t>(size_t(t * c.top_k));
           res.w = w.download<float>(size_t(t * c.top_k));
-          EXPECT_LE(check_rows(L, in, res, all_rows(t), "graph replay").rel_l2, kEndToEndBound);
+          expect_accurate(check_rows(L, in, res, all_rows(t), "graph replay"));
         }
       }
       cudaGraphExecDestroy(exec);
