@@ -384,14 +384,22 @@ BenchStream::~BenchStream() {
   if (s_) cudaStreamDestroy(s_);
 }
 
-bool parse_bench_data(const std::string& name, BenchData* out) {
+bool parse_bench_data(const std::string& name, BenchData* out, bool allow_checkpoint) {
   if (name == "uniform") *out = BenchData::kUniform;
   else if (name == "normal") *out = BenchData::kNormal;
+  else if (name == "checkpoint" && allow_checkpoint) *out = BenchData::kCheckpoint;
   else return false;
   return true;
 }
 
-const char* bench_data_name(BenchData d) { return d == BenchData::kNormal ? "normal" : "uniform"; }
+const char* bench_data_name(BenchData d) {
+  switch (d) {
+    case BenchData::kNormal: return "normal";
+    case BenchData::kCheckpoint: return "checkpoint";
+    case BenchData::kUniform: break;
+  }
+  return "uniform";
+}
 
 namespace {
 // σ of the E4M3 codes = 448 / E[max |z|] over the quantization block (see BenchData).
@@ -400,17 +408,17 @@ constexpr float kWeightCodeSigma = 448.0f / 4.15f;      // 128x128 blocks
 }  // namespace
 
 void fill_fp8_activations(void* dst, int64_t n, BenchData d, uint64_t seed, cudaStream_t stream) {
-  if (d == BenchData::kNormal) detail::fill_random_e4m3_normal(dst, n, kActivationCodeSigma, seed, stream);
+  if (d != BenchData::kUniform) detail::fill_random_e4m3_normal(dst, n, kActivationCodeSigma, seed, stream);
   else detail::fill_random_e4m3(dst, n, seed, stream);
 }
 
 void fill_fp8_weights(void* dst, int64_t n, BenchData d, uint64_t seed, cudaStream_t stream) {
-  if (d == BenchData::kNormal) detail::fill_random_e4m3_normal(dst, n, kWeightCodeSigma, seed, stream);
+  if (d != BenchData::kUniform) detail::fill_random_e4m3_normal(dst, n, kWeightCodeSigma, seed, stream);
   else detail::fill_random_e4m3(dst, n, seed, stream);
 }
 
 void fill_bf16_activations(void* dst, int64_t n, BenchData d, uint64_t seed, cudaStream_t stream) {
-  if (d == BenchData::kNormal) detail::fill_random_bf16_normal(dst, n, 1.0f, seed, stream);
+  if (d != BenchData::kUniform) detail::fill_random_bf16_normal(dst, n, 1.0f, seed, stream);
   else detail::fill_random_bf16(dst, n, 1.0f, seed, stream);
 }
 

@@ -69,22 +69,33 @@ int rotation_sets(size_t bytes, int max_sets = 8);
 
 /// The values the benchmarks run on (`--data`). On a power-limited GPU the time of a long FP8
 /// GEMM depends on its operands' bits (docs/performance.md §Benchmark data), so this is part of every figure.
+/// bench moe defaults to kCheckpoint (its correctness columns are bounded on such data); bench gemm
+/// and bench grouped default to kUniform and take uniform or normal only.
 ///  * kUniform: every finite E4M3 code equally likely (magnitudes spread evenly over all 17
 ///    binades, 2^-9 … 448) and bf16 activations uniform in [-1, 1).
 ///  * kNormal: data as a block-quantized model holds it, and as DeepGEMM's tests make it
 ///    (torch.randn, then amax-scaled per 1x128 / 128x128 block): E4M3 codes of
 ///    N(0, σ²) with σ = 448 / 2.82 for activations and 448 / 4.15 for weights (the expected
 ///    maximum of |z| over 128 and over 16384 values), bf16 activations N(0, 1).
-enum class BenchData { kUniform, kNormal };
+///  * kCheckpoint (bench moe only): weights made as a model checkpoint's: bf16 N(0, 0.02²)
+///    quantized by the SPEC §1 128x128 quantizer, codes and scales together
+///    (detail::fill_checkpoint_weights, src/runtime/random.h); bf16 activations N(0, 1). The
+///    fill_fp8_* helpers below take it as kNormal (the codes such a quantizer makes); its scales
+///    come only from fill_checkpoint_weights.
+enum class BenchData { kUniform, kNormal, kCheckpoint };
 
-/// "uniform" or "normal"; false for anything else.
-bool parse_bench_data(const std::string& name, BenchData* out);
+/// σ of kCheckpoint's bf16 weights before quantization.
+inline constexpr float kCheckpointWeightSigma = 0.02f;
+
+/// "uniform" or "normal", and "checkpoint" where `allow_checkpoint`; false for anything else.
+bool parse_bench_data(const std::string& name, BenchData* out, bool allow_checkpoint = false);
+/// "uniform", "normal" or "checkpoint".
 const char* bench_data_name(BenchData d);
 /// FP8 activation codes (A of a GEMM, 1x128-block scaled).
 void fill_fp8_activations(void* dst, int64_t n, BenchData d, uint64_t seed, cudaStream_t stream);
 /// FP8 weight codes (B of a GEMM, 128x128-block scaled).
 void fill_fp8_weights(void* dst, int64_t n, BenchData d, uint64_t seed, cudaStream_t stream);
-/// bf16 activations (the MoE layer's x).
+/// bf16 activations (the MoE layer's x): uniform in [-1, 1) for kUniform, N(0, 1) otherwise.
 void fill_bf16_activations(void* dst, int64_t n, BenchData d, uint64_t seed, cudaStream_t stream);
 
 /// A result table: one row per case, printed as aligned text, CSV or JSON.
