@@ -24,7 +24,7 @@
 //                the checked rows: every row for T ≤ 64, 16 random rows (first and last included)
 //                otherwise (bench_moe_check.h)
 //   row_med, row_max  median / maximum over the checked rows of ‖y_r − ref_r‖ / ‖ref_r‖ (a NaN row
-//                shows nan). A T with rel_l2 > 6e-3 or row_med > 3e-3 (the bounds on checkpoint
+//                shows nan). A T with rel_l2 > 6e-3 or row_med > 4.5e-3 (the bounds on checkpoint
 //                data, docs/accuracy.md) is noted and makes the exit status 1.
 //   us           whole layer from logits, median of R runs, CUDA events (bench_util)
 //   route_us     routing alone; moe_us  the layer from the routed ids (everything after routing).
@@ -403,7 +403,7 @@ int bench_moe_main(int argc, char** argv) {
   std::fprintf(info, "# us = whole layer; route_us = routing alone; moe_us = layer from the routed ids\n");
   if (check)
     std::fprintf(info, "# check vs float64 SPEC reference on all rows for T<=64, %d sampled rows above: rel_l2 over "
-                       "them, row_med / row_max of each row's rel L2; noted above rel_l2 %.0e or row_med %.0e\n",
+                       "them, row_med / row_max of each row's rel L2; noted above rel_l2 %.1e or row_med %.1e\n",
                  kMoeSampleRows, kMoeMaxRelL2, kMoeMaxRowMedian);
   else
     std::fprintf(info, "# check vs float64 SPEC reference skipped (--no-check)\n");
@@ -520,8 +520,8 @@ int bench_moe_main(int argc, char** argv) {
           const bool finite = std::isfinite(c.rel_l2) && std::isfinite(c.row_max);
           const bool rel_bad = finite && c.rel_l2 > kMoeMaxRelL2, med_bad = finite && c.row_med > kMoeMaxRowMedian;
           if (!finite) notes.push_back("nan/inf in checked rows");
-          if (rel_bad) notes.push_back(fmt("rel_l2 above %.0e", kMoeMaxRelL2));
-          if (med_bad) notes.push_back(fmt("row_med above %.0e", kMoeMaxRowMedian));
+          if (rel_bad) notes.push_back(fmt("rel_l2 above %.1e", kMoeMaxRelL2));
+          if (med_bad) notes.push_back(fmt("row_med above %.1e", kMoeMaxRowMedian));
           if (!finite || rel_bad || med_bad) ++failures;
         }
         if (lt && t > 0) {

@@ -13,7 +13,7 @@ namespace moekit::bench {
 /// 128x128, x ~ N(0, 1); docs/accuracy.md): over the checked rows, the overall relative L2 error
 /// and the median of the per-row relative L2 errors. bench moe notes (and fails) a T above either.
 inline constexpr double kMoeMaxRelL2 = 6e-3;
-inline constexpr double kMoeMaxRowMedian = 3e-3;
+inline constexpr double kMoeMaxRowMedian = 4.5e-3;
 
 /// Rows checked against the reference for T > 64 (all rows for T ≤ 64).
 inline constexpr int kMoeSampleRows = 16;

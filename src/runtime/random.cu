@@ -131,14 +131,20 @@ void fill_random_bf16_normal(void* dst, int64_t n, float sigma, uint64_t seed, c
 void fill_checkpoint_weights(void* q, float* scales, int64_t experts, int64_t n, int64_t k, float sigma, uint64_t seed,
                              cudaStream_t stream) {
   if (experts <= 0 || n <= 0) return;
-  void* w = nullptr;
-  MOEKIT_CUDA_CHECK(cudaMallocAsync(&w, size_t(n * k) * 2, stream));
+  // The quantizer wants 16-byte aligned scales; expert e's scales start at e * per_scales floats,
+  // which need not be, so each expert's scales go through an aligned scratch row.
   const int64_t per_scales = ceil_div(n, kQuantBlock) * ceil_div(k, kQuantBlock);
+  void* w = nullptr;
+  float* s = nullptr;
+  MOEKIT_CUDA_CHECK(cudaMallocAsync(&w, size_t(n * k) * 2, stream));
+  MOEKIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&s), size_t(per_scales) * sizeof(float), stream));
   for (int64_t e = 0; e < experts; ++e) {
     fill_random_bf16_normal(w, n * k, sigma, seed + uint64_t(e) * 0x9E3779B9ull, stream);
-    quantize_weight_128x128(w, k, n, k, static_cast<uint8_t*>(q) + e * n * k, k, scales + e * per_scales, false,
-                            stream);
+    quantize_weight_128x128(w, k, n, k, static_cast<uint8_t*>(q) + e * n * k, k, s, false, stream);
+    MOEKIT_CUDA_CHECK(cudaMemcpyAsync(scales + e * per_scales, s, size_t(per_scales) * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream));
   }
+  MOEKIT_CUDA_CHECK(cudaFreeAsync(s, stream));
   MOEKIT_CUDA_CHECK(cudaFreeAsync(w, stream));
 }
 

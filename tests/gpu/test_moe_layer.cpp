@@ -39,12 +39,13 @@ namespace {
 
 // End-to-end bounds (relative L2 vs the float64 SPEC reference; docs/accuracy.md). The weights are
 // checkpoint-like by default (bf16 N(0, 0.02²) quantized 128x128) and x ~ N(0, 1). Over 16 or more
-// rows of the fused layer: overall ≤ 6e-3 and row median ≤ 3e-3 (measured on the H100: 2.1-2.5e-3
-// and ≤ 2.1e-3, tests/gpu/test_moe_accuracy.cpp). A few rows: one large h element one E4M3 step off
+// rows of the fused layer: overall ≤ 6e-3 and row median ≤ 4.5e-3 (measured on the H100: 2.1-2.9e-3
+// and ≤ 2.5e-3 where GEMM1 runs 32-long chains (decode sizes); 3.4e-3 and 3.3e-3 on qwen3-30b-a3b's
+// shapes at T = 4096, where it runs 64-long chains; tests/gpu/test_moe_accuracy.cpp). A few rows: one large h element one E4M3 step off
 // moves a row by up to ~1e-2, so 1.5e-2. The same 1.5e-2 for other data (uniform E4M3 codes with
 // chosen scales) and for the unfused path (I % 64 != 0), whose bf16 round trip of g/u this reference
 // does not model. Layout, scale or routing bugs give O(1) errors.
-constexpr double kManyRowsOverall = 6.0e-3, kManyRowsMedian = 3.0e-3, kFewRowsOrOtherData = 1.5e-2;
+constexpr double kManyRowsOverall = 6.0e-3, kManyRowsMedian = 4.5e-3, kFewRowsOrOtherData = 1.5e-2;
 constexpr int64_t kManyRows = 16;
 // The fused layer never rounds GEMM1's output (g, u) to bf16, so neither does the reference.
 constexpr bool kRoundGuBf16 = false;
