@@ -24,8 +24,8 @@
 //                the checked rows: every row for T ≤ 64, 16 random rows (first and last included)
 //                otherwise (bench_moe_check.h)
 //   row_med, row_max  median / maximum over the checked rows of ‖y_r − ref_r‖ / ‖ref_r‖ (a NaN row
-//                shows nan). A T with rel_l2 > 6e-3 or row_med > 4.5e-3 (the bounds on checkpoint
-//                data, docs/accuracy.md) is noted and makes the exit status 1.
+//                shows nan). A T with rel_l2 > 6e-3 or row_med > 4.5e-3 (T < 16: rel_l2 > 1.5e-2; the
+//                bounds on checkpoint data, docs/accuracy.md) is noted and makes the exit status 1.
 //   us           whole layer from logits, median of R runs, CUDA events (bench_util)
 //   route_us     routing alone; moe_us  the layer from the routed ids (everything after routing).
 // After the table, "stages" lines break the layer down: one event after every stage of the forward
@@ -403,8 +403,9 @@ int bench_moe_main(int argc, char** argv) {
   std::fprintf(info, "# us = whole layer; route_us = routing alone; moe_us = layer from the routed ids\n");
   if (check)
     std::fprintf(info, "# check vs float64 SPEC reference on all rows for T<=64, %d sampled rows above: rel_l2 over "
-                       "them, row_med / row_max of each row's rel L2; noted above rel_l2 %.1e or row_med %.1e\n",
-                 kMoeSampleRows, kMoeMaxRelL2, kMoeMaxRowMedian);
+                       "them, row_med / row_max of each row's rel L2; noted above rel_l2 %.1e or row_med %.1e "
+                       "(T < 16: rel_l2 %.1e)\n",
+                 kMoeSampleRows, kMoeMaxRelL2, kMoeMaxRowMedian, kMoeMaxRelL2FewRows);
   else
     std::fprintf(info, "# check vs float64 SPEC reference skipped (--no-check)\n");
   if (with_baseline)
@@ -512,15 +513,18 @@ int bench_moe_main(int argc, char** argv) {
           xf_s = fmt("%.2f", us / floor_us);
         }
         if (check && t > 0) {
-          const MoeCheck c = moe_reference_check(*p, x, y, ids, wts, check_rows(t, 77 + uint64_t(t)), w1, sw1, w2, sw2);
+          const std::vector<int64_t> rows = check_rows(t, 77 + uint64_t(t));
+          const MoeCheck c = moe_reference_check(*p, x, y, ids, wts, rows, w1, sw1, w2, sw2);
+          const bool many = int64_t(rows.size()) >= kMoeManyRows;
+          const double max_rel = many ? kMoeMaxRelL2 : kMoeMaxRelL2FewRows;
           rel_s = fmt("%.2e", c.rel_l2);  // NaN / inf print as nan / inf
           rmed_s = fmt("%.2e", c.row_med);
           rmax_s = fmt("%.2e", c.row_max);
           // row_max is nan / inf iff a checked row is (NaN rows sort last); then so is rel_l2.
           const bool finite = std::isfinite(c.rel_l2) && std::isfinite(c.row_max);
-          const bool rel_bad = finite && c.rel_l2 > kMoeMaxRelL2, med_bad = finite && c.row_med > kMoeMaxRowMedian;
+          const bool rel_bad = finite && c.rel_l2 > max_rel, med_bad = finite && many && c.row_med > kMoeMaxRowMedian;
           if (!finite) notes.push_back("nan/inf in checked rows");
-          if (rel_bad) notes.push_back(fmt("rel_l2 above %.1e", kMoeMaxRelL2));
+          if (rel_bad) notes.push_back(fmt("rel_l2 above %.1e", max_rel));
           if (med_bad) notes.push_back(fmt("row_med above %.1e", kMoeMaxRowMedian));
           if (!finite || rel_bad || med_bad) ++failures;
         }

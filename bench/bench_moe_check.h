@@ -10,10 +10,14 @@
 namespace moekit::bench {
 
 /// Bounds of the layer's error on checkpoint-like data (bf16 N(0, 0.02²) weights quantized
-/// 128x128, x ~ N(0, 1); docs/accuracy.md): over the checked rows, the overall relative L2 error
-/// and the median of the per-row relative L2 errors. bench moe notes (and fails) a T above either.
+/// 128x128, x ~ N(0, 1); docs/accuracy.md): over 16 or more checked rows, the overall relative L2
+/// error and the median of the per-row relative L2 errors. Over fewer rows (T < 16) only the overall
+/// error, bounded by kMoeMaxRelL2FewRows: one large h element one E4M3 step off moves a row by up to
+/// ~1e-2. bench moe notes (and fails) a T above its bound.
 inline constexpr double kMoeMaxRelL2 = 6e-3;
 inline constexpr double kMoeMaxRowMedian = 4.5e-3;
+inline constexpr double kMoeMaxRelL2FewRows = 1.5e-2;
+inline constexpr int64_t kMoeManyRows = 16;
 
 /// Rows checked against the reference for T > 64 (all rows for T ≤ 64).
 inline constexpr int kMoeSampleRows = 16;
