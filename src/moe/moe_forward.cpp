@@ -112,24 +112,23 @@ namespace {
 void run_unfused(const MoePlan& plan, const MoeForwardRequest& r, const int32_t* ids, const float* weights,
                  void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   const MoeConfig& c = plan.layer;
-  MoeUnfusedArgs u;
-  u.num_tokens = plan.num_tokens;
-  u.top_k = c.top_k;
-  u.hidden = c.hidden;
-  u.inter = c.inter;
-  u.num_experts = c.num_experts;
-  u.local_offset = c.local_offset;
-  u.local_count = c.local_count;
-  u.limit = c.limit;
-  u.x = r.x;
-  u.topk_ids = ids;
-  u.topk_weights = weights;
-  u.w1 = r.w1p;
-  u.sw1 = r.sw1p;
-  u.w2 = r.w2;
-  u.sw2 = r.sw2;
-  u.y = r.y;
-  u.invalid_count = r.invalid_count;
+  const MoeUnfusedArgs u{.num_tokens = plan.num_tokens,
+                         .top_k = c.top_k,
+                         .hidden = c.hidden,
+                         .inter = c.inter,
+                         .num_experts = c.num_experts,
+                         .local_offset = c.local_offset,
+                         .local_count = c.local_count,
+                         .limit = c.limit,
+                         .x = r.x,
+                         .topk_ids = ids,
+                         .topk_weights = weights,
+                         .w1 = r.w1p,
+                         .sw1 = r.sw1p,
+                         .w2 = r.w2,
+                         .sw2 = r.sw2,
+                         .y = r.y,
+                         .invalid_count = r.invalid_count};
   moe_forward_unfused(u, workspace, workspace_bytes, stream);
   moe_stage_mark("unfused_forward", stream);
 }
@@ -196,45 +195,42 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
     moe_stage_mark("permute_quant", stream);
   }
 
-  MoeGemm1Args g1;
-  g1.a = p.a_perm;
-  g1.sa = p.sa_perm;
-  if (plan.gather) {
-    g1.a_tokens = p.a_perm;
-    g1.sa_tokens = p.sa_perm;
-    g1.num_tokens = t;
-    g1.row_map = sort.permuted_to_expanded;
-    g1.top_k = k;
-  }
-  g1.rows = plan.rows;
-  g1.hidden = h;
-  g1.inter = c.inter;
-  g1.num_experts = c.local_count;
-  g1.offsets = sort.expert_offsets;
-  g1.counts = sort.expert_counts;
-  g1.w1p = r.w1p;
-  g1.sw1p = r.sw1p;
-  g1.limit = c.limit;
-  g1.hq = p.hq;
-  g1.sh = p.sh;
-  g1.tile_counter = p.counters;
-  g1.plan = plan.gemm1;
+  // Gathered, GEMM1 reads token rows (row_map / top_k) from the token-major copy in a_perm.
+  const MoeGemm1Args g1{.a = p.a_perm,
+                        .sa = p.sa_perm,
+                        .a_tokens = plan.gather ? p.a_perm : nullptr,
+                        .sa_tokens = plan.gather ? p.sa_perm : nullptr,
+                        .num_tokens = plan.gather ? t : 0,
+                        .row_map = plan.gather ? sort.permuted_to_expanded : nullptr,
+                        .top_k = plan.gather ? k : 0,
+                        .rows = plan.rows,
+                        .hidden = h,
+                        .inter = c.inter,
+                        .num_experts = c.local_count,
+                        .offsets = sort.expert_offsets,
+                        .counts = sort.expert_counts,
+                        .w1p = r.w1p,
+                        .sw1p = r.sw1p,
+                        .limit = c.limit,
+                        .hq = p.hq,
+                        .sh = p.sh,
+                        .tile_counter = p.counters,
+                        .plan = plan.gemm1};
   if (!moe_diag_skip("gemm1_swiglu")) moe_gemm1_swiglu(g1, stream);
   moe_stage_mark("gemm1_swiglu", stream);
 
   if (plan.gemm2.rows_then_combine) {
-    GroupedGemmFp8Args g2;
-    g2.num_groups = c.local_count;
-    g2.n = h;
-    g2.k = c.inter;
-    g2.a = p.hq;
-    g2.lda = c.inter;
-    g2.sa = p.sh;
-    g2.b = r.w2;
-    g2.ldb = c.inter;
-    g2.sb = r.sw2;
-    g2.d = p.d2;
-    g2.ldd = h;
+    const GroupedGemmFp8Args g2{.num_groups = c.local_count,
+                                .n = h,
+                                .k = c.inter,
+                                .a = p.hq,
+                                .lda = c.inter,
+                                .sa = p.sh,
+                                .b = r.w2,
+                                .ldb = c.inter,
+                                .sb = r.sw2,
+                                .d = p.d2,
+                                .ldd = h};
     if (!moe_diag_skip("gemm2_rows"))
       grouped_gemm_fp8_contiguous_counted(g2, plan.rows, sort.expert_offsets, sort.expert_counts,
                                           plan.gemm2.dynamic ? p.counters + 1 : nullptr, stream, &plan.gemm2.config);
@@ -244,23 +240,22 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
     moe_stage_mark("combine", stream);
     return;
   }
-  MoeGemm2Args g2;
-  g2.hq = p.hq;
-  g2.sh = p.sh;
-  g2.rows = plan.rows;
-  g2.hidden = h;
-  g2.inter = c.inter;
-  g2.num_experts = c.local_count;
-  g2.offsets = sort.expert_offsets;
-  g2.counts = sort.expert_counts;
-  g2.w2 = r.w2;
-  g2.sw2 = r.sw2;
-  g2.row_map = sort.permuted_to_expanded;
-  g2.topk_weights = weights;
-  g2.top_k = k;
-  g2.y_acc = p.y_acc;
-  g2.tile_counter = p.counters + 1;
-  g2.plan = plan.gemm2;
+  const MoeGemm2Args g2{.hq = p.hq,
+                        .sh = p.sh,
+                        .rows = plan.rows,
+                        .hidden = h,
+                        .inter = c.inter,
+                        .num_experts = c.local_count,
+                        .offsets = sort.expert_offsets,
+                        .counts = sort.expert_counts,
+                        .w2 = r.w2,
+                        .sw2 = r.sw2,
+                        .row_map = sort.permuted_to_expanded,
+                        .topk_weights = weights,
+                        .top_k = k,
+                        .y_acc = p.y_acc,
+                        .tile_counter = p.counters + 1,
+                        .plan = plan.gemm2};
   if (!moe_diag_skip("gemm2_scatter")) moe_gemm2_scatter(g2, stream);
   moe_stage_mark("gemm2_scatter", stream);
   if (!moe_diag_skip("finalize")) moe_finalize_bf16(p.y_acc, t, h, r.y, stream);

@@ -6,6 +6,16 @@
 #include "moekit/numerics.h"
 
 namespace moekit::detail {
+namespace {
+
+// The contiguous expert layout (moe_sort's offsets and counts) both MoE GEMMs are scheduled over.
+void set_expert_layout(sm90::GroupedLayoutParams& p, const int32_t* offsets, const int32_t* counts, int experts) {
+  p.group_offsets = offsets;
+  p.group_counts = counts;
+  p.num_groups = static_cast<unsigned>(experts);
+}
+
+}  // namespace
 
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
@@ -24,9 +34,7 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   family.a_box_rows = a.plan.a_box_rows;
   family.promote_k = a.plan.promote_k;
   sm90::MoeGemm1Params p{};
-  p.group_offsets = a.offsets;
-  p.group_counts = a.counts;
-  p.num_groups = static_cast<unsigned>(a.num_experts);
+  set_expert_layout(p, a.offsets, a.counts, a.num_experts);
   p.limit = a.limit;
   p.sa_out = a.sh;
   p.sa_out_ld = static_cast<unsigned>(sfa_ld(a.rows));
@@ -71,9 +79,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
                                             CU_TENSOR_MAP_SWIZZLE_NONE);
   family.tma_d = &tma_dummy;
   sm90::MoeGemm2Params p{};
-  p.group_offsets = a.offsets;
-  p.group_counts = a.counts;
-  p.num_groups = static_cast<unsigned>(a.num_experts);
+  set_expert_layout(p, a.offsets, a.counts, a.num_experts);
   p.row_map = a.row_map;
   p.row_weight = a.topk_weights;
   p.out_acc = a.y_acc;
