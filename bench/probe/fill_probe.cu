@@ -83,10 +83,7 @@ __device__ void fill_stages(const CUtensorMap& tmap, const unsigned char* src, c
     const size_t o = offset(s);
     if (!p.tensor) {
       if (p.mcast) {  // rank r loads half r of the stage into both CTAs
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
-            "%4;" ::"r"(dst + rank * issue), "l"(src + o + rank * issue), "r"(issue), "r"(full_bar), "h"(ptx::u16(3))
-            : "memory");
+        ptx::bulk_load_multicast(dst + rank * issue, src + o + rank * issue, issue, full_bar, ptx::u16(3));
       } else {
         ptx::bulk_load(dst, src + o, issue, full_bar);
       }

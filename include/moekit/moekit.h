@@ -7,5 +7,6 @@
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_ops.h"
 #include "moekit/moe_layer.h"
+#include "moekit/moe_permute.h"
 #include "moekit/moe_sort.h"
 #include "moekit/routing.h"

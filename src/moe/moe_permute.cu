@@ -1,5 +1,5 @@
 // moekit — activation permutation with per-token 1x128 quantization: permute_quantize_by_token and
-// permute_quantize (include/moekit/moe_sort.h, SPEC §4) and their internal forms (moe_permute.h).
+// permute_quantize (include/moekit/moe_permute.h, SPEC §4) and their internal forms (moe_permute.h).
 //
 // permute_quantize_by_token (one launch): one warp per (token, chunk of 2U 128-column groups),
 //   exactly the warp "unit" of quantize_act_unit (kernels/sm90/quantize_device.h): the same loads,
@@ -33,6 +33,7 @@
 #include "common/check.h"
 #include "kernels/sm90/quantize_device.h"
 #include "moe/moe_permute.h"
+#include "moekit/moe_permute.h"
 #include "moe/moe_sort_launch.h"
 #include "moe/quantize_scatter_device.cuh"
 #include "moekit/grouped_gemm.h"

@@ -229,6 +229,15 @@ __device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u
                : "memory");
 }
 
+/// bulk_load multicast to the CTAs in `cta_mask`: the bytes land at offset `dst` of each of them and
+/// complete on each one's mbarrier at offset `bar` (the stage-fill probe's multicast mode).
+__device__ __forceinline__ void bulk_load_multicast(u32 dst, const void* src, u32 bytes, u32 bar, u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"
+      ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "h"(cta_mask)
+      : "memory");
+}
+
 /// 2D tile load multicast to the CTAs in `cta_mask`: the tile lands at the same shared-memory
 /// offset `dst` in each of them and completes on each one's mbarrier at offset `bar`.
 __device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TmaDescriptor* desc, u32 bar, i32 c0, i32 c1,
