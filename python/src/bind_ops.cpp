@@ -146,33 +146,44 @@ void contiguous_offsets(nb::handle counts_obj, nb::handle offsets_obj, std::uint
                                     static_cast<int32_t*>(offsets.data()), as_stream(stream));
 }
 
+/// A quantizer's bf16 input [rows, K] (`name`) and FP8 output q [rows, K], each with its own row
+/// stride; shared by both quantizers.
+struct QuantIO {
+  Tensor in, q;
+  int64_t rows = 0, k = 0, ld_in = 0, ldq = 0;
+};
+
+QuantIO quant_io(nb::handle in_obj, const char* name, nb::handle q_obj, DeviceScope& devices) {
+  QuantIO io;
+  io.in = cuda_tensor(in_obj, name, {kBFloat16}, 2, devices);
+  io.rows = io.in.size(0);
+  io.k = io.in.size(1);
+  io.ld_in = row_stride(io.in, 0, io.k);
+  io.q = cuda_tensor(q_obj, "q", kFp8Types, 2, devices);
+  expect_shape(io.q, {io.rows, io.k});
+  io.ldq = row_stride(io.q, 0, io.k);
+  return io;
+}
+
 void quantize_act(nb::handle x_obj, nb::handle q_obj, nb::handle sa_obj, bool ue8m0, std::uintptr_t stream) {
   DeviceScope devices;
-  Tensor x = cuda_tensor(x_obj, "x", {kBFloat16}, 2, devices);
-  const int64_t m = x.size(0), k = x.size(1);
-  const int64_t ldx = row_stride(x, 0, k);
-  Tensor q = cuda_tensor(q_obj, "q", kFp8Types, 2, devices);
-  expect_shape(q, {m, k});
-  const int64_t ldq = row_stride(q, 0, k);
+  QuantIO io = quant_io(x_obj, "x", q_obj, devices);
   Tensor sa = cuda_tensor(sa_obj, "sa", {kFloat32}, 2, devices);
-  float* s = const_cast<float*>(physical_sfa(sa, m, ceil_div(k, kQuantBlock)));
+  float* s = const_cast<float*>(physical_sfa(sa, io.rows, ceil_div(io.k, kQuantBlock)));
   devices.activate();
   nb::gil_scoped_release release;
-  moekit::quantize_act_1x128(x.data(), ldx, m, k, q.data(), ldq, s, ue8m0, as_stream(stream));
+  moekit::quantize_act_1x128(io.in.data(), io.ld_in, io.rows, io.k, io.q.data(), io.ldq, s, ue8m0, as_stream(stream));
 }
 
 void quantize_weight(nb::handle w_obj, nb::handle q_obj, nb::handle sb_obj, bool ue8m0, std::uintptr_t stream) {
   DeviceScope devices;
-  Tensor w = cuda_tensor(w_obj, "w", {kBFloat16}, 2, devices);
-  const int64_t n = w.size(0), k = w.size(1);
-  const int64_t ldw = row_stride(w, 0, k);
-  Tensor q = cuda_tensor(q_obj, "q", kFp8Types, 2, devices);
-  expect_shape(q, {n, k});
-  const int64_t ldq = row_stride(q, 0, k);
-  float* sb = const_cast<float*>(b_scales(sb_obj, "sb", {ceil_div(n, kQuantBlock), ceil_div(k, kQuantBlock)}, devices));
+  QuantIO io = quant_io(w_obj, "w", q_obj, devices);
+  float* sb = const_cast<float*>(
+      b_scales(sb_obj, "sb", {ceil_div(io.rows, kQuantBlock), ceil_div(io.k, kQuantBlock)}, devices));
   devices.activate();
   nb::gil_scoped_release release;
-  moekit::quantize_weight_128x128(w.data(), ldw, n, k, q.data(), ldq, sb, ue8m0, as_stream(stream));
+  moekit::quantize_weight_128x128(io.in.data(), io.ld_in, io.rows, io.k, io.q.data(), io.ldq, sb, ue8m0,
+                                  as_stream(stream));
 }
 
 void route(nb::handle routing, nb::handle logits_obj, nb::handle ids_obj, nb::handle weights_obj,
@@ -227,28 +238,13 @@ void bind_ops(nb::module_& m) {
   m.def("route", &route, "routing"_a, "logits"_a.none(), "topk_ids"_a.none(), "topk_weights"_a.none(), "stream"_a = 0,
         "Router logits fp32/bf16 [T, E] -> topk_ids int32 [T, k], topk_weights fp32 [T, k].");
 
-  // Kernel compilation ahead of CUDA graph capture (NVRTC: may take seconds; GIL released).
-  m.def(
-      "prepare_gemm",
-      [](int64_t mm, int64_t n, int64_t k) {
-        nb::gil_scoped_release release;
-        moekit::gemm_fp8_prepare(mm, n, k);
-      },
-      "m"_a, "n"_a, "k"_a);
-  m.def(
-      "prepare_grouped_contiguous",
-      [](int64_t rows, int64_t e, int64_t n, int64_t k) {
-        nb::gil_scoped_release release;
-        moekit::grouped_gemm_fp8_prepare_contiguous(rows, e, n, k);
-      },
-      "rows"_a, "num_groups"_a, "n"_a, "k"_a);
-  m.def(
-      "prepare_grouped_masked",
-      [](int64_t max_m, int64_t e, int64_t n, int64_t k) {
-        nb::gil_scoped_release release;
-        moekit::grouped_gemm_fp8_prepare_masked(max_m, e, n, k);
-      },
-      "max_m"_a, "num_groups"_a, "n"_a, "k"_a);
+  // Kernel compilation ahead of CUDA graph capture (NVRTC: may take seconds, so without the GIL).
+  using release_gil = nb::call_guard<nb::gil_scoped_release>;
+  m.def("prepare_gemm", &moekit::gemm_fp8_prepare, release_gil(), "m"_a, "n"_a, "k"_a);
+  m.def("prepare_grouped_contiguous", &moekit::grouped_gemm_fp8_prepare_contiguous, release_gil(), "rows"_a,
+        "num_groups"_a, "n"_a, "k"_a);
+  m.def("prepare_grouped_masked", &moekit::grouped_gemm_fp8_prepare_masked, release_gil(), "max_m"_a,
+        "num_groups"_a, "n"_a, "k"_a);
 }
 
 }  // namespace moekit::py
