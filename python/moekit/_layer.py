@@ -146,7 +146,7 @@ class MoeLayer(torch.nn.Module):
         state = self._state
         prepared = torch.empty(state.layer.prepared_weight_bytes(), dtype=torch.uint8, device=device)
         with torch.cuda.device(device):
-            state.layer.prepare_weights(w1, w1_scale, w2, w2_scale, prepared, _torch.current_stream(device))
+            state.layer.prepare_weights(_torch._u8(w1), w1_scale, _torch._u8(w2), w2_scale, prepared, _torch.current_stream(device))
         state.device = device
         self._device = device
         state.keep = (w2, w2_scale, prepared) + ((bias,) if bias is not None else ())

@@ -40,6 +40,14 @@ def _ceil128(n):
     return (n + 127) // 128
 
 
+def _u8(t):
+    """fp8 tensors go to _C as uint8 views (raw E4M3 codes, which the contract accepts), so the
+    call does not depend on DLPack float8 support; other tensors pass unchanged. Free (a view)."""
+    if t is not None and t.dtype == torch.float8_e4m3fn:
+        return t.view(torch.uint8)
+    return t
+
+
 def current_stream(device: torch.device) -> int:
     """The current torch CUDA stream of `device` as the integer moekit._C takes."""
     return torch.cuda.current_stream(device).cuda_stream
@@ -138,7 +146,7 @@ def gemm_fp8_nt(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Te
     if a.shape[0] == 0:
         return
     with torch.cuda.device(a.device):
-        _C.gemm_fp8_nt(a, sa, b, sb, d, current_stream(a.device))
+        _C.gemm_fp8_nt(_u8(a), sa, _u8(b), sb, d, current_stream(a.device))
 
 
 @gemm_fp8_nt.register_fake
@@ -157,7 +165,7 @@ def grouped_gemm_fp8_contiguous(
     counts: torch.Tensor,
 ) -> None:
     with torch.cuda.device(a.device):
-        _C.grouped_gemm_fp8_contiguous(a, sa, b, sb, d, offsets, counts, current_stream(a.device))
+        _C.grouped_gemm_fp8_contiguous(_u8(a), sa, _u8(b), sb, d, offsets, counts, current_stream(a.device))
 
 
 @grouped_gemm_fp8_contiguous.register_fake
@@ -170,7 +178,7 @@ def grouped_gemm_fp8_masked(
     a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor, d: torch.Tensor, counts: torch.Tensor
 ) -> None:
     with torch.cuda.device(a.device):
-        _C.grouped_gemm_fp8_masked(a, sa, b, sb, d, counts, current_stream(a.device))
+        _C.grouped_gemm_fp8_masked(_u8(a), sa, _u8(b), sb, d, counts, current_stream(a.device))
 
 
 @grouped_gemm_fp8_masked.register_fake
@@ -203,7 +211,7 @@ def quantize_act_1x128(x: torch.Tensor, ue8m0: bool) -> Tuple[torch.Tensor, torc
     sa = torch.empty((_ceil128(k), sfa_ld(m)), dtype=torch.float32, device=x.device)  # padding never read
     if m > 0:
         with torch.cuda.device(x.device):
-            _C.quantize_act_1x128(x, q, sa, ue8m0, current_stream(x.device))
+            _C.quantize_act_1x128(x, _u8(q), sa, ue8m0, current_stream(x.device))
     return q, sa
 
 
@@ -223,7 +231,7 @@ def quantize_weight_128x128(w: torch.Tensor, ue8m0: bool) -> Tuple[torch.Tensor,
     sb = torch.empty((_ceil128(n), _ceil128(k)), dtype=torch.float32, device=w.device)
     if n > 0:
         with torch.cuda.device(w.device):
-            _C.quantize_weight_128x128(w, q, sb, ue8m0, current_stream(w.device))
+            _C.quantize_weight_128x128(w, _u8(q), sb, ue8m0, current_stream(w.device))
     return q, sb
 
 
