@@ -1,0 +1,75 @@
+"""moekit._C: the nanobind extension (contract: SPEC_PY.md). Tensors are any DLPack tensors
+(torch, CuPy, JAX, numpy); `stream` is a cudaStream_t as an int (0 = default stream). Every call
+is asynchronous on `stream` and never synchronizes (prepare_* / prepare_kernels excepted)."""
+from typing import Any, Optional
+
+Tensor = Any  # a DLPack-capable array
+
+def version() -> str: ...
+def cuda_device_count() -> int: ...
+def device_supported(device: int = -1) -> bool: ...
+def cache_dir() -> str: ...
+def sfa_ld(m: int) -> int: ...
+
+class Routing:
+    def __init__(
+        self,
+        method: str,
+        renormalize: bool = False,
+        num_groups: int = 1,
+        topk_groups: int = 1,
+        routed_scaling_factor: float = 1.0,
+        correction_bias: Optional[Tensor] = None,
+    ) -> None: ...
+
+class Layer:
+    def __init__(
+        self,
+        num_experts: int,
+        top_k: int,
+        hidden: int,
+        inter: int,
+        *,
+        routing: Optional[Routing] = None,
+        limit: float = 0.0,
+        local_offset: int = 0,
+        local_count: int = 0,
+        deterministic: bool = False,
+        gemm1_promote_k: int = 0,
+        gemm1_input: str = "auto",
+    ) -> None: ...
+    num_experts: int
+    top_k: int
+    hidden: int
+    inter: int
+    local_offset: int
+    local_count: int
+    def prepared_weight_bytes(self) -> int: ...
+    def workspace_size(self, num_tokens: int) -> int: ...
+    def prepare_weights(self, w1: Tensor, w1_scale: Tensor, w2: Tensor, w2_scale: Tensor, prepared: Tensor, stream: int) -> None: ...
+    def forward(
+        self,
+        x: Tensor,
+        y: Tensor,
+        workspace: Tensor,
+        stream: int,
+        *,
+        topk_ids: Optional[Tensor] = None,
+        topk_weights: Optional[Tensor] = None,
+        logits: Optional[Tensor] = None,
+        routed_ids: Optional[Tensor] = None,
+        routed_weights: Optional[Tensor] = None,
+        invalid_count: Optional[Tensor] = None,
+    ) -> None: ...
+    def prepare_kernels(self, num_tokens: int, workspace: Tensor, stream: int) -> None: ...
+
+def gemm_fp8_nt(a: Tensor, sa: Tensor, b: Tensor, sb: Tensor, d: Tensor, stream: int) -> None: ...
+def grouped_gemm_fp8_contiguous(a: Tensor, sa: Tensor, b: Tensor, sb: Tensor, d: Tensor, offsets: Tensor, counts: Tensor, stream: int) -> None: ...
+def grouped_gemm_fp8_masked(a: Tensor, sa: Tensor, b: Tensor, sb: Tensor, d: Tensor, counts: Tensor, stream: int) -> None: ...
+def contiguous_offsets(counts: Tensor, offsets: Tensor, stream: int) -> None: ...
+def quantize_act_1x128(x: Tensor, q: Tensor, sa: Tensor, ue8m0: bool, stream: int) -> None: ...
+def quantize_weight_128x128(w: Tensor, q: Tensor, sb: Tensor, ue8m0: bool, stream: int) -> None: ...
+def route(routing: Routing, logits: Tensor, topk_ids: Tensor, topk_weights: Tensor, stream: int) -> None: ...
+def prepare_gemm(m: int, n: int, k: int) -> None: ...
+def prepare_grouped_contiguous(rows: int, num_experts: int, n: int, k: int) -> None: ...
+def prepare_grouped_masked(max_m: int, num_experts: int, n: int, k: int) -> None: ...

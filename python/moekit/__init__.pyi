@@ -1,0 +1,93 @@
+from typing import Any, Mapping, Optional, Tuple, Union
+
+import torch
+
+from . import _C as _C
+
+__version__: str
+
+def cuda_device_count() -> int: ...
+def device_supported(device: int = -1) -> bool: ...
+def cache_dir() -> str: ...
+def sfa_ld(m: int) -> int: ...
+
+class Routing:
+    method: str
+    renormalize: bool
+    num_groups: int
+    topk_groups: int
+    routed_scaling_factor: float
+    correction_bias: Optional[torch.Tensor]
+    def __init__(
+        self,
+        method: str = "softmax_topk",
+        renormalize: bool = False,
+        num_groups: int = 1,
+        topk_groups: int = 1,
+        routed_scaling_factor: float = 1.0,
+        correction_bias: Optional[torch.Tensor] = None,
+    ) -> None: ...
+    @staticmethod
+    def coerce(value: Union["Routing", Mapping[str, Any], str, None]) -> Optional["Routing"]: ...
+
+_RoutingLike = Union[Routing, Mapping[str, Any], str, None]
+_Pair = Tuple[torch.Tensor, torch.Tensor]
+
+class MoeLayer(torch.nn.Module):
+    num_experts: int
+    top_k: int
+    hidden: int
+    inter: int
+    routing: Optional[Routing]
+    limit: float
+    local_offset: int
+    local_count: int
+    deterministic: bool
+    weights_loaded: bool
+    def __init__(
+        self,
+        num_experts: int,
+        top_k: int,
+        hidden: int,
+        inter: int,
+        routing: _RoutingLike = None,
+        limit: float = 0.0,
+        expert_parallel: Optional[Tuple[int, int]] = None,
+        deterministic: bool = False,
+        gemm1_promote_k: int = 0,
+        gemm1_input: str = "auto",
+    ) -> None: ...
+    @property
+    def device(self) -> Optional[torch.device]: ...
+    def prepared_weight_bytes(self) -> int: ...
+    def workspace_size(self, num_tokens: int) -> int: ...
+    def load_weights(self, w1: torch.Tensor, w1_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor) -> None: ...
+    def prepare(self, num_tokens: int) -> None: ...
+    def forward(
+        self,
+        x: torch.Tensor,
+        router_logits: Optional[torch.Tensor] = None,
+        topk_ids: Optional[torch.Tensor] = None,
+        topk_weights: Optional[torch.Tensor] = None,
+        out: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor: ...
+    def __call__(
+        self,
+        x: torch.Tensor,
+        router_logits: Optional[torch.Tensor] = None,
+        topk_ids: Optional[torch.Tensor] = None,
+        topk_weights: Optional[torch.Tensor] = None,
+        out: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor: ...
+
+def fp8_gemm_nt(a: _Pair, b: _Pair, out: torch.Tensor) -> None: ...
+def m_grouped_fp8_gemm_nt_contiguous(a: _Pair, b: _Pair, out: torch.Tensor, m_indices: torch.Tensor, check_layout: bool = True) -> None: ...
+def m_grouped_fp8_gemm_nt_masked(a: _Pair, b: _Pair, out: torch.Tensor, masked_m: torch.Tensor, expected_m: Optional[int] = None) -> None: ...
+def per_token_group_quant_fp8(x: torch.Tensor, group_size: int = 128, ue8m0: bool = False) -> Tuple[torch.Tensor, torch.Tensor]: ...
+def per_block_quant_fp8(w: torch.Tensor, ue8m0: bool = False) -> Tuple[torch.Tensor, torch.Tensor]: ...
+def route(logits: torch.Tensor, routing: _RoutingLike, top_k: int) -> Tuple[torch.Tensor, torch.Tensor]: ...
+def check_m_indices(m_indices: torch.Tensor, num_groups: int) -> None: ...
+def sfa_to_physical(sfa: torch.Tensor, rows: int, k: int, name: str = "sfa") -> torch.Tensor: ...
+def prepare_fp8_gemm_nt(m: int, n: int, k: int) -> None: ...
+def prepare_m_grouped_contiguous(m_sum: int, num_groups: int, n: int, k: int) -> None: ...
+def prepare_m_grouped_masked(max_m: int, num_groups: int, n: int, k: int) -> None: ...
