@@ -123,6 +123,7 @@ void usage(FILE* out) {
                "                        [--format text|csv|json] [--no-check] [--no-baseline]\n"
                "                        [--gemm1-promote-k 0|32|64|128] [--gemm1-input auto|permuted|gathered]\n"
                "                        [--cooldown-ms MS] [--energy] [--data checkpoint|uniform|normal] [--explain]\n"
+               "                        [--loop N]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
                "           gpt-oss-120b, deepseek-v2-lite, all\n"
                "  tokens default: 1,8,64,256,1024,4096,16384\n"
@@ -133,6 +134,8 @@ void usage(FILE* out) {
                "  --gemm1-input  MoeConfig::gemm1_input: auto (default), permuted (copy per slot) or gathered\n"
                "                 (GEMM1 reads rows by token)\n"
                "  --cooldown-ms  idle time before each timed pass longer than 20 ms (default 1500, 0: none)\n"
+               "  --loop N       also N back-to-back forwards per T: host enqueue us/call, stream us/call eager\n"
+               "                 and as CUDA graph replays (compare: bench/python_overhead.py)\n"
                "  --energy       joules per layer and average watts over >= 1.5 s of back-to-back forwards (NVML)\n"
                "  --data D       checkpoint (default: weights made as a checkpoint's, bf16 N(0, 0.02^2) quantized\n"
                "                 128x128, codes and scales; x ~ N(0, 1)), uniform (x uniform in [-1, 1), every\n"
@@ -315,6 +318,7 @@ int bench_moe_main(int argc, char** argv) {
   int reps = 10;
   int cooldown_ms = 1500;
   bool check = true, with_baseline = true, energy = false, explain = false;
+  int loop_calls = 0;
   BenchData data = BenchData::kCheckpoint;
   int promote_k = MoeConfig{}.gemm1_promote_k;
   MoeGemm1Input gemm1_input = MoeConfig{}.gemm1_input;
@@ -330,6 +334,7 @@ int bench_moe_main(int argc, char** argv) {
     else if (arg == "--no-baseline") with_baseline = false;
     else if (arg == "--energy") energy = true;
     else if (arg == "--explain") explain = true;
+    else if (arg == "--loop" && i + 1 < argc) loop_calls = std::max(0, std::atoi(argv[++i]));
     else if (arg == "--data" && i + 1 < argc) {
       if (!parse_bench_data(argv[++i], &data, /*allow_checkpoint=*/true)) {
         std::fprintf(stderr, "moekit bench moe: --data must be checkpoint, uniform or normal (got '%s')\n", argv[i]);
@@ -418,7 +423,7 @@ int bench_moe_main(int argc, char** argv) {
   const cudaStream_t stream = bench_stream.get();
   std::unique_ptr<baseline::CublasLt> lt;
   if (with_baseline) lt = std::make_unique<baseline::CublasLt>();
-  std::vector<std::string> stage_lines, energy_lines;
+  std::vector<std::string> stage_lines, energy_lines, loop_lines;
   Table table({"preset", "T", "experts_hit", "rel_l2", "row_med", "row_max", "us", "route_us", "moe_us", "TFLOPS",
                "weight_GB/s", "floor_us", "x_floor", "base_us", "vs_base", "base_diff", "note"});
   int failures = 0;
@@ -490,6 +495,13 @@ int bench_moe_main(int argc, char** argv) {
         cool_down(pass_us, cooldown_ms);
         stage_lines.push_back(fmt("# stages %s T=%lld (us): ", p->name, (long long)t) +
                               stage_breakdown([&] { layer.forward(a, stream); }, stream, reps));
+        if (loop_calls > 0) {
+          const CallLoopTiming l = time_call_loop([&] { layer.forward(a, stream); }, stream, loop_calls);
+          loop_lines.push_back(fmt("# loop %s T=%lld, %d calls: host %.1f us/call, back-to-back %.1f us/call, "
+                                   "graph replay %.1f us/call",
+                                   p->name, (long long)t, loop_calls, l.host_us, l.loop_us, l.graph_us));
+          cool_down(pass_us, cooldown_ms);
+        }
         if (energy) energy_lines.push_back(fmt("# energy %s T=%lld: ", p->name, (long long)t) +
                                            energy_per_call([&](int) { layer.forward(a, stream); }, stream, us, reps,
                                                            pass_us, cooldown_ms, "layer"));
@@ -563,6 +575,7 @@ int bench_moe_main(int argc, char** argv) {
   std::fflush(stdout);
   for (const auto& line : stage_lines) std::fprintf(info, "%s\n", line.c_str());
   for (const auto& line : energy_lines) std::fprintf(info, "%s\n", line.c_str());
+  for (const auto& line : loop_lines) std::fprintf(info, "%s\n", line.c_str());
   return failures ? 1 : 0;
 }
 

@@ -132,6 +132,55 @@ double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, i
   return median_of(std::move(us));
 }
 
+CallLoopTiming time_call_loop(const std::function<void()>& fn, cudaStream_t stream, int calls) {
+  calls = std::max(calls, 1);
+  CallLoopTiming r;
+  fn();  // kernels compiled and caches warm before anything is timed
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  // Host: at most 100 calls, so their launches fit the launch queue while the spin holds the GPU.
+  const int host_calls = std::min(calls, 100);
+  moekit::detail::gpu_spin(stream, 20000.0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < host_calls; ++i) fn();
+  r.host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / host_calls;
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  EventSet ev(2);
+  auto per_call = [&](const std::function<void()>& one) {
+    MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    MOEKIT_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+    for (int i = 0; i < calls; ++i) one();
+    MOEKIT_CUDA_CHECK(cudaEventRecord(ev[1], stream));
+    MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    float ms = 0.f;
+    MOEKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    return 1000.0 * ms / calls;
+  };
+  r.loop_us = per_call(fn);
+
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+    bool ok = true;
+    try {
+      fn();
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && ok && graph &&
+         cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  }
+  cudaGetLastError();  // a failed capture is reported as graph_us < 0, not as an error
+  if (exec) {
+    MOEKIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // first replay uploads the graph
+    r.graph_us = per_call([&] { MOEKIT_CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
+    cudaGraphExecDestroy(exec);
+  }
+  if (graph) cudaGraphDestroy(graph);
+  return r;
+}
+
 void cool_down(double pass_us, int ms) {
   // Measured on the H100 (docs/performance.md §Timing method): a second timed pass right after ~50 ms of back-to-back
   // FP8 GEMMs ran 5-11% slower than the first; passes under ~10 ms showed no difference.

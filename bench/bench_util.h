@@ -28,6 +28,17 @@ double time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, i
 double kernel_time_median_us(const std::function<void(int)>& fn, cudaStream_t stream, int warmup, int reps,
                              std::string* why, size_t flush_bytes = 0);
 
+/// What a serving loop sees of `calls` back-to-back calls of fn on `stream`, per call, in µs:
+/// host_us, the host's enqueue time (timed behind a spin kernel, so the host never waits on the
+/// GPU); loop_us, the stream's time of the eager loop (events around the whole loop, started on an
+/// idle GPU, so launch gaps count when the host is the slower side); graph_us, the same loop as
+/// replays of one captured call (negative where the capture fails). docs/python.md §Overhead
+/// compares these with the Python layer's.
+struct CallLoopTiming {
+  double host_us = 0.0, loop_us = 0.0, graph_us = -1.0;
+};
+CallLoopTiming time_call_loop(const std::function<void()>& fn, cudaStream_t stream, int calls);
+
 /// DeepGEMM's bench_kineto flushes L2 with a 256 MB memset before every timed call.
 inline constexpr size_t kKinetoFlushBytes = size_t(256) << 20;
 

@@ -103,6 +103,7 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
     n = b_.shape[0]
     check_tensor(sfb, "sfb", F32, shape=(ceil128(n), ceil128(k)), desc="[ceil(N/128), ceil(K/128)]")
     check_tensor(out, "out", BF16, shape=(m, n), desc=f"[M, N] = [{m}, {n}]", last_dim_contiguous=True)
+    check_tensor(sfa, "sfa", F32, shape=(m, ceil128(k)), desc=f"[M, ceil(K/128)] = [{m}, {ceil128(k)}]")
     check_devices([("a", a_), ("sfa", sfa), ("b", b_), ("sfb", sfb), ("out", out)])
     sa = sfa_to_physical(sfa, m, k)
     if m == 0:
@@ -156,6 +157,7 @@ def m_grouped_fp8_gemm_nt_contiguous(
     check_tensor(m_indices, "m_indices", I32, shape=(rows,), desc=f"[M_sum] = [{rows}]", contiguous=True)
     if rows % GROUP_ALIGN != 0:
         raise ValueError(f"moekit: M_sum (rows of a) must be a multiple of {GROUP_ALIGN}, got {rows}")
+    check_tensor(sfa, "sfa", F32, shape=(rows, ceil128(k)), desc=f"[M_sum, ceil(K/128)] = [{rows}, {ceil128(k)}]")
     check_devices([("a", a_), ("sfa", sfa), ("b", b_), ("sfb", sfb), ("out", out), ("m_indices", m_indices)])
     sa = sfa_to_physical(sfa, rows, k)
     if rows == 0:
