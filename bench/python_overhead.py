@@ -8,8 +8,9 @@ Per T it prints, for Python and for C++ (µs per call):
   loop   the stream's time per call of `calls` back-to-back eager forwards, GPU idle at the start
   graph  the same for replays of one CUDA graph holding one forward
 and the ratios Python / C++ for loop and graph. Needs torch, moekit installed (pip install .) and the
-CLI built by the README's first command. Weights are checkpoint-like (bf16 N(0, 0.02²) quantized
-128x128 by moekit); x ~ N(0, 1) bf16; logits ~ N(0, 1).
+CLI built by the README's first command. Both sides run on the same data: bench moe's generators
+and seeds (moekit._C.bench_fill_*): checkpoint-like weights, x ~ N(0, 1) bf16, logits U[-2, 2),
+correction bias U[-0.01, 0.01), so they route every token to the same experts.
 """
 import argparse
 import re
@@ -20,27 +21,32 @@ import time
 import torch
 
 import moekit
+from moekit import _C
 
 E, K, H, I = 256, 8, 7168, 2048  # deepseek-v3 (SPEC §5), as `bench moe --preset deepseek-v3`
 N_GROUP, TOPK_GROUP, SCALE = 8, 4, 2.5
 HOST_CALLS = 100  # their launches fit the launch queue while the spin holds the GPU
+WEIGHT_SIGMA = 0.02  # bench moe's kCheckpointWeightSigma
 SPIN_CYCLES = 60_000_000  # ~30 ms at the H100's clock: longer than 100 enqueues
 
 
-def quantized_weights(n, k, dev, chunk=16):
-    """[E, n, k] FP8 + [E, n/128, k/128] fp32, made a few experts at a time (bounded memory)."""
+def stream():
+    return torch.cuda.current_stream().cuda_stream
+
+
+def checkpoint_weights(n, k, seed, dev):
+    """[E, n, k] FP8 + [E, n/128, k/128] fp32: bench moe's checkpoint weights for this seed."""
     q = torch.empty((E, n, k), dtype=torch.float8_e4m3fn, device=dev)
     s = torch.empty((E, (n + 127) // 128, (k + 127) // 128), dtype=torch.float32, device=dev)
-    for e0 in range(0, E, chunk):
-        w = (torch.randn((min(chunk, E - e0), n, k), device=dev) * 0.02).to(torch.bfloat16)
-        q[e0:e0 + w.shape[0]], s[e0:e0 + w.shape[0]] = moekit.per_block_quant_fp8(w)
+    _C.bench_fill_checkpoint_weights(q.view(torch.uint8), s, WEIGHT_SIGMA, seed, stream())
     return q, s
 
 
 def time_python(layer, t, calls, dev):
-    g = torch.Generator(device=dev).manual_seed(t)
-    x = torch.randn((t, H), generator=g, device=dev).to(torch.bfloat16)
-    logits = torch.randn((t, E), generator=g, device=dev)
+    x = torch.empty((t, H), dtype=torch.bfloat16, device=dev)
+    logits = torch.empty((t, E), dtype=torch.float32, device=dev)
+    _C.bench_fill_normal_bf16(x, 1.0, 21 + t, stream())  # bench moe's seeds: the same x, logits, routing
+    _C.bench_fill_uniform(logits, -2.0, 2.0, 31 + t, stream())
     layer.prepare(t)
     layer(x, router_logits=logits)
     torch.cuda.synchronize()
@@ -95,10 +101,10 @@ def main():
     args = ap.parse_args()
     tokens = [int(v) for v in args.tokens.split(",")]
     dev = "cuda"
-    torch.manual_seed(0)
-    w1, s1 = quantized_weights(2 * I, H, dev)
-    w2, s2 = quantized_weights(H, I, dev)
-    bias = torch.rand(E, device=dev) * 0.02
+    w1, s1 = checkpoint_weights(2 * I, H, 11, dev)
+    w2, s2 = checkpoint_weights(H, I, 12, dev)
+    bias = torch.empty(E, device=dev)
+    _C.bench_fill_uniform(bias, -0.01, 0.01, 15, stream())
     layer = moekit.MoeLayer(E, K, H, I, routing=moekit.Routing(
         "sigmoid_grouped", renormalize=True, num_groups=N_GROUP, topk_groups=TOPK_GROUP,
         routed_scaling_factor=SCALE, correction_bias=bias))

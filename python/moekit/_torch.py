@@ -17,6 +17,7 @@ This module is imported by ``moekit/__init__.py`` only when torch is importable.
 """
 # No `from __future__ import annotations`: torch.library infers the op schemas from the
 # annotations, which must be real objects.
+import contextlib
 import itertools
 import threading
 from typing import Dict, Optional, Tuple
@@ -107,6 +108,35 @@ def layer_state(handle: int) -> _LayerState:
 # ---------------------------------------------------------------------------------------------
 # MoE layer forward
 # ---------------------------------------------------------------------------------------------
+def device_guard(device: torch.device):
+    """torch.cuda.device(device), or nothing when it already is the current device (the common
+    case: entering the context costs more than the check)."""
+    if device.index is None or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
+
+
+def run_moe_forward(
+    state: "_LayerState",
+    x: torch.Tensor,
+    logits: Optional[torch.Tensor],
+    topk_ids: Optional[torch.Tensor],
+    topk_weights: Optional[torch.Tensor],
+    y: torch.Tensor,
+) -> None:
+    """The forward itself (the op below, and MoeLayer's eager calls, which skip the dispatcher)."""
+    num_tokens = x.shape[0]
+    if num_tokens == 0:
+        return
+    with device_guard(x.device):
+        ws = state.workspace(num_tokens, x.device)
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        if logits is not None:
+            state.layer.forward(x, y, ws, stream, logits=logits)
+        else:
+            state.layer.forward(x, y, ws, stream, topk_ids=topk_ids, topk_weights=topk_weights)
+
+
 @torch.library.custom_op("moekit::moe_forward", mutates_args=("y",))
 def moe_forward(
     handle: int,
@@ -117,20 +147,7 @@ def moe_forward(
     y: torch.Tensor,
 ) -> None:
     """y = MoE(x) with the layer registered under `handle`; either logits or topk_ids/weights."""
-    state = layer_state(handle)
-    num_tokens = x.shape[0]
-    if num_tokens == 0:
-        return
-    with torch.cuda.device(x.device):
-        ws = state.workspace(num_tokens, x.device)
-        kwargs = {}
-        if logits is not None:
-            kwargs["logits"] = logits
-        if topk_ids is not None:
-            kwargs["topk_ids"] = topk_ids
-        if topk_weights is not None:
-            kwargs["topk_weights"] = topk_weights
-        state.layer.forward(x, y, ws, current_stream(x.device), **kwargs)
+    run_moe_forward(layer_state(handle), x, logits, topk_ids, topk_weights, y)
 
 
 @moe_forward.register_fake

@@ -78,4 +78,5 @@ NB_MODULE(_C, m) {
 
   moekit::py::bind_layer(m);
   moekit::py::bind_ops(m);
+  moekit::py::bind_bench_data(m);
 }

@@ -58,15 +58,22 @@ nb::object dlpack_source(nb::handle obj, const char* name) {
     return nb::borrow(obj);  // nanobind's own import reports what is wrong
   }
   if (type != kDLCUDA && type != kDLCUDAManaged) return nb::borrow(obj);
+  // moekit computes no gradients: a tensor that requires grad (a parameter, or logits computed
+  // from one) is read as its data, which torch exports only after detach().
+  nb::object src = nb::borrow(obj);
+  if (nb::hasattr(obj, "requires_grad") && nb::hasattr(obj, "detach") && nb::cast<bool>(obj.attr("requires_grad")))
+    src = obj.attr("detach")();
   try {
-    return obj.attr("__dlpack__")(nb::arg("stream") = -1);
+    return src.attr("__dlpack__")(nb::arg("stream") = -1);
   } catch (nb::python_error& e) {
-    // torch raises BufferError for tensors that require grad or sit on a non-current device:
-    // pass its reason on rather than a generic "not a tensor".
+    // torch raises BufferError for tensors on a non-current device, for example: pass its reason
+    // on (its message, not the traceback) rather than a generic "not a tensor".
     if (!e.matches(PyExc_TypeError))
-      throw nb::value_error((std::string(name) + ": cannot be exported through DLPack: " + e.what()).c_str());
+      throw nb::value_error((std::string(name) + ": cannot be exported through DLPack: " +
+                             nb::cast<std::string>(nb::str(e.value())))
+                                .c_str());
   }
-  return nb::borrow(obj);
+  return src;
 }
 
 }  // namespace

@@ -11,7 +11,9 @@ FP8 = torch.float8_e4m3fn
 
 def quant_scale(amax: torch.Tensor, ue8m0: bool) -> torch.Tensor:
     """SPEC §1: s = max(amax, 1e-4) / 448 in float32; ue8m0: rounded up to a power of two."""
-    s = torch.clamp(amax.float(), min=1e-4) / 448.0
+    # float64 division rounded to float32 is float32's correctly rounded division; a float32
+    # tensor divided by a Python scalar is not (torch's CUDA kernel multiplies by 1/448).
+    s = (torch.clamp(amax.float(), min=1e-4).double() / 448.0).float()
     if ue8m0:
         mant, exp = torch.frexp(s)  # s = mant * 2^exp, mant in [0.5, 1)
         exp = torch.where(mant == 0.5, exp - 1, exp)

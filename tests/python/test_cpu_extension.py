@@ -342,3 +342,12 @@ def test_route_checks():
         _C.route(r, cu("float32", 4, 8, device=1), cu("int32", 4, 2, device=1), cu("float32", 4, 2, device=1))
     with pytest.raises(ValueError, match=r"^Layer: routing.correction_bias has 8 entries"):
         _C.Layer(16, 2, 256, 128, routing=r)
+
+
+def test_bench_fill_checks():
+    with pytest.raises(ValueError, match=r"^t: .*CUDA"):
+        _C.bench_fill_uniform(f32(16), -1.0, 1.0, 3)
+    with pytest.raises(TypeError, match=r"^t: expected dtype bfloat16, got float32"):
+        _C.bench_fill_normal_bf16(f32(16), 1.0, 3)
+    with pytest.raises(TypeError, match=r"^q: expected dtype float8_e4m3fn or uint8"):
+        _C.bench_fill_checkpoint_weights(f32(2, 128, 128), f32(2, 1, 1), 0.02, 3)

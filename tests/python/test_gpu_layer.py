@@ -184,7 +184,7 @@ def test_layer_ids_vs_spec_reference(limit):
     x = torch.randn((t, h), generator=g, device=DEV).to(torch.bfloat16)
     ids = torch.stack([torch.randperm(e, generator=g, device=DEV)[:k] for _ in range(t)]).int()
     ids[3, 1] = -1  # "no expert"
-    w = torch.rand((t, k), generator=g, device=DEV) + 0.1
+    w = (torch.rand((t, k), generator=g, device=DEV) + 0.1).requires_grad_()  # read as data (inference only)
     out = torch.full((t, h), 5.0, dtype=torch.bfloat16, device=DEV)
     y = layer(x, topk_ids=ids, topk_weights=w, out=out)
     assert y is out

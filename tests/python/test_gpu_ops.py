@@ -221,3 +221,26 @@ def test_ops_under_torch_compile():
     eager = f(x, b, sb)
     compiled = torch.compile(f, fullgraph=True)(x, b, sb)
     assert torch.equal(eager, compiled)
+
+
+def test_bench_fills_are_deterministic_and_well_formed():
+    from moekit import _C
+
+    q = torch.empty((3, 200, 256), dtype=torch.float8_e4m3fn, device=DEV)
+    s = torch.empty((3, 2, 2), dtype=torch.float32, device=DEV)
+    _C.bench_fill_checkpoint_weights(q, s, 0.02, 7)
+    # 128x128 quantization of N(0, 0.02^2): every block's largest |code| is 448, scales ~ amax / 448.
+    a = q.float().abs()
+    for e in range(3):
+        for nb in range(2):
+            for kb in range(2):
+                assert a[e, nb * 128:(nb + 1) * 128, kb * 128:(kb + 1) * 128].max().item() == 448.0
+    assert torch.all((s > 0.02 * 2.5 / 448) & (s < 0.02 * 6.5 / 448))
+    u1, u2 = torch.empty(1000, device=DEV), torch.empty(1000, device=DEV)
+    _C.bench_fill_uniform(u1, -2.0, 2.0, 31)
+    _C.bench_fill_uniform(u2, -2.0, 2.0, 31)
+    torch.cuda.synchronize()
+    assert torch.equal(u1, u2) and u1.min() >= -2.0 and u1.max() < 2.0 and u1.std() > 1.0
+    x = torch.empty(4096, dtype=torch.bfloat16, device=DEV)
+    _C.bench_fill_normal_bf16(x, 1.0, 5)
+    assert 0.9 < x.float().std().item() < 1.1
