@@ -221,5 +221,5 @@ class MoeLayer(torch.nn.Module):
         if torch.compiler.is_compiling():
             torch.ops.moekit.moe_forward(self._handle, x, router_logits, topk_ids, topk_weights, y)
         else:  # eager (and CUDA graph capture): the same function without the dispatcher's ~tens of µs
-            _torch.run_moe_forward(self._state, x, router_logits, topk_ids, topk_weights, y)
+            _torch.run_moe_forward(self._state, x, router_logits, topk_ids, topk_weights, y, checked=True)
         return y

@@ -123,18 +123,26 @@ def run_moe_forward(
     topk_ids: Optional[torch.Tensor],
     topk_weights: Optional[torch.Tensor],
     y: torch.Tensor,
+    checked: bool = False,
 ) -> None:
-    """The forward itself (the op below, and MoeLayer's eager calls, which skip the dispatcher)."""
+    """The forward itself: the op below (checked = False: _C checks every tensor again), and
+    MoeLayer's eager calls, which skip the dispatcher and, having checked the tensors themselves
+    (checked = True: dtype, shape, contiguity, the weights' device), pass raw addresses instead of
+    four DLPack round trips (docs/python.md §Overhead)."""
     num_tokens = x.shape[0]
     if num_tokens == 0:
         return
     with device_guard(x.device):
         ws = state.workspace(num_tokens, x.device)
         stream = torch.cuda.current_stream(x.device).cuda_stream
-        if logits is not None:
-            state.layer.forward(x, y, ws, stream, logits=logits)
+        if not checked:
+            state.layer.forward(x, y, ws, stream, logits=logits, topk_ids=topk_ids, topk_weights=topk_weights)
+        elif logits is not None:
+            state.layer.forward_ptrs(num_tokens, x.data_ptr(), y.data_ptr(), ws.data_ptr(), ws.numel(), stream,
+                                     logits=logits.data_ptr(), logits_bf16=logits.dtype == torch.bfloat16)
         else:
-            state.layer.forward(x, y, ws, stream, topk_ids=topk_ids, topk_weights=topk_weights)
+            state.layer.forward_ptrs(num_tokens, x.data_ptr(), y.data_ptr(), ws.data_ptr(), ws.numel(), stream,
+                                     topk_ids=topk_ids.data_ptr(), topk_weights=topk_weights.data_ptr())
 
 
 @torch.library.custom_op("moekit::moe_forward", mutates_args=("y",))

@@ -305,3 +305,19 @@ def test_layer_errors_before_launch():
     fresh = moekit.MoeLayer(e, k, h, i)
     with pytest.raises(RuntimeError, match="load_weights"):
         fresh(x, topk_ids=ids, topk_weights=w)
+
+
+def test_op_path_equals_eager_fast_path_and_checks_its_tensors():
+    # MoeLayer's eager call passes raw addresses after its own checks; the registered op (what
+    # torch.compile runs) goes through _C's DLPack checks. Same result; the op still rejects bad input.
+    e, k, h, i, t = 8, 2, 256, 128, 16
+    layer, _ = _make_layer(e, k, h, i, routing="softmax_topk", deterministic=True)
+    g = _gen(31)
+    x = torch.randn((t, h), generator=g, device=DEV).to(torch.bfloat16)
+    logits = torch.randn((t, e), generator=g, device=DEV).to(torch.bfloat16)
+    eager = layer(x, router_logits=logits)
+    y = torch.empty_like(eager)
+    torch.ops.moekit.moe_forward(layer._handle, x, logits, None, None, y)
+    assert torch.equal(y, eager)
+    with pytest.raises(ValueError, match="x"):
+        torch.ops.moekit.moe_forward(layer._handle, x[:, :128].contiguous(), logits, None, None, y)
