@@ -134,7 +134,7 @@ def run_moe_forward(
         return
     with device_guard(x.device):
         ws = state.workspace(num_tokens, x.device)
-        stream = torch.cuda.current_stream(x.device).cuda_stream
+        stream = current_stream(x.device)
         if not checked:
             state.layer.forward(x, y, ws, stream, logits=logits, topk_ids=topk_ids, topk_weights=topk_weights)
         elif logits is not None:

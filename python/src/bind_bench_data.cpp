@@ -23,8 +23,7 @@ Tensor dense(nb::handle obj, const char* name, std::initializer_list<nb::dlpack:
 
 void fill_uniform(nb::handle t_obj, float lo, float hi, uint64_t seed, std::uintptr_t stream) {
   DeviceScope devices;
-  Tensor t = cuda_tensor(t_obj, "t", {kFloat32}, -1, devices);
-  expect_contiguous(t);
+  Tensor t = dense(t_obj, "t", {kFloat32}, -1, devices);
   if (!(lo < hi)) throw nb::value_error("bench_fill_uniform: needs lo < hi");
   devices.activate();
   nb::gil_scoped_release release;
@@ -34,8 +33,7 @@ void fill_uniform(nb::handle t_obj, float lo, float hi, uint64_t seed, std::uint
 
 void fill_normal_bf16(nb::handle t_obj, float sigma, uint64_t seed, std::uintptr_t stream) {
   DeviceScope devices;
-  Tensor t = cuda_tensor(t_obj, "t", {kBFloat16}, -1, devices);
-  expect_contiguous(t);
+  Tensor t = dense(t_obj, "t", {kBFloat16}, -1, devices);
   devices.activate();
   nb::gil_scoped_release release;
   detail::fill_random_bf16_normal(t.data(), t.numel(), sigma, seed, static_cast<cudaStream_t>(stream_ptr(stream)));
