@@ -47,8 +47,10 @@ std::vector<Shape> default_shapes() {
 
 int jit_warm_main(int argc, char** argv) {
   std::vector<Shape> shapes = default_shapes();
+  std::string forced;  // --config: this configuration instead of the heuristic's (as bench gemm --config)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = parse_shapes(argv[++i]);
+    else if (!std::strcmp(argv[i], "--config") && i + 1 < argc) forced = argv[++i];
     else {
       std::fprintf(stderr, "moekit jit warm: unknown option '%s'\n", argv[i]);
       return 2;
@@ -59,7 +61,8 @@ int jit_warm_main(int argc, char** argv) {
   if (detail::gpu_available()) lim = detail::device_limits();
   std::set<std::pair<std::string, std::string>> sources;  // (entry, source)
   for (const Shape& s : shapes) {
-    const GemmConfig c = detail::select_gemm_config(s.m, s.n, s.k, lim, 1, true);
+    const GemmConfig c = forced.empty() ? detail::select_gemm_config(s.m, s.n, s.k, lim, 1, true)
+                                        : GemmConfig::parse(forced);
     std::string entry;
     std::string src = detail::fp8_gemm_kernel_source(c, detail::Fp8GemmKernel::kDense, &entry);
     sources.insert({entry, src});

@@ -3,7 +3,7 @@
 //   moekit bench gemm  [--csv|--json] [...]   dense FP8 block-scaled GEMM vs cuBLASLt
 //   moekit bench quant [--csv|--json]         activation / weight quantization kernels
 //   moekit bench grouped [--csv|--json]       grouped (contiguous / masked) FP8 GEMMs vs cuBLASLt per expert
-//   moekit jit warm [--m M,..] [--nk N:K,..]  compile (NVRTC) the kernels those shapes use into the disk cache
+//   moekit jit warm [--shapes M:N:K,..] [--config CFG]  compile (NVRTC) the kernels those shapes use into the disk cache
 //   moekit info                               device, cache directory, version
 #include <cstdio>
 #include <cstring>
@@ -27,8 +27,8 @@ void usage() {
       "                              (--explain: the forward's plan per token count, no GPU needed)\n"
       "  bench grouped [--csv|--json] [--reps R] [--no-baseline]\n"
       "                              grouped FP8 GEMMs (contiguous, masked): ours vs cuBLASLt once per expert\n"
-      "  jit warm    [--shapes M:N:K,...]\n"
-      "                              compile the kernels those shapes use into the disk cache (no GPU needed)\n"
+      "  jit warm    [--shapes M:N:K,...] [--config CFG]\n"
+      "                              compile the kernels those shapes use (or CFG) into the disk cache (no GPU needed)\n"
       "  info                        device, kernel cache directory, version\n");
 }
 

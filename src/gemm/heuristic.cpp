@@ -151,9 +151,14 @@ GemmConfig select_gemm_config(int64_t m, int64_t n, int64_t k, const GemmDeviceL
           // 256-row tiles (two 128-row waves, serial per wave) measured 9% more MMA work per second
           // than pipelined 128-row tiles (H100, docs/performance.md §256-row tiles as two 128-row waves: 4096x7168x16384 m256n128 741 us in 7
           // waves vs m128n128 816 us in 14; a stage feeds twice the MMAs for 1.5x the bytes).
+          // Serial 128-row tiles 160 and 192 wide pick their B scale per 64 / 32 columns, not per
+          // 8-column chunk (Fp8GemmTraits::kSbChunkGroup), and take no issue turns: measured
+          // 4096x2112x7168 m128n192 104.8 us, n160 123.5, against m128n128 120.3 (docs/performance.md
+          // §Tile widths that straddle B-scale blocks).
           const bool pipelined = bn <= 128;
+          const double serial128_eff = bn == 192 ? 0.95 : bn == 160 ? 0.90 : 0.86;
           const double mma_eff = bm == 256 ? 1.09
-                                 : bm == 128 ? (pipelined ? 1.0 : 0.86)
+                                 : bm == 128 ? (pipelined ? 1.0 : serial128_eff)
                                              : (pipelined ? 0.75 : 0.6);
           // Pipelined 128-row tiles whose columns straddle 128-row B-scale blocks measured slower per K
           // block than their width predicts, on the H100 at M = 4096, K = 7168 (docs/performance.md §Tile widths that straddle B-scale blocks): n96

@@ -266,6 +266,40 @@ TEST(GemmLayout, SwizzleChoiceTilesBlockN) {
   EXPECT_EQ(moekit::sm90::gemm_d_swizzle_bytes(112), 32u);
 }
 
+// The promotion of straddling tiles picks one B scale per group of gcd(128, BLOCK_N) / 8 chunks
+// (Fp8GemmTraits::kSbChunkGroup): valid only if every tile's first-block chunk count is a multiple
+// of the group, for tiles at multiples of BLOCK_N.
+TEST(GemmLayout, FirstScaleBlockEndsOnAChunkGroup) {
+  using moekit::sm90::gemm_gcd;
+  using moekit::sm90::gemm_sb_first_block_chunks;
+  for (unsigned bn = 16; bn <= 192; bn += 8) {
+    if (!moekit::sm90::gemm_block_n_supported(int(bn))) continue;
+    const unsigned group = unsigned(gemm_gcd(128, int(bn))) / 8;
+    for (unsigned j = 0; j < 64; ++j) {
+      const unsigned former = gemm_sb_first_block_chunks(j * bn, bn, 128);
+      EXPECT_GE(former, 1u) << bn << " tile " << j;
+      EXPECT_LE(former, bn / 8) << bn << " tile " << j;
+      EXPECT_EQ(former % group, 0u) << bn << " tile " << j;
+      // Columns of the first block: up to the next multiple of 128.
+      EXPECT_EQ(j * bn + former * 8, former == bn / 8 ? j * bn + bn : (j * bn / 128 + 1) * 128) << bn << " tile " << j;
+    }
+  }
+  EXPECT_EQ(gemm_gcd(128, 192) / 8, 8);
+  EXPECT_EQ(gemm_sb_first_block_chunks(192, 192, 128), 8u);   // columns 192..255 in block 1, 256..383 in block 2
+  EXPECT_EQ(gemm_sb_first_block_chunks(384, 192, 128), 16u);  // 384..511 in block 3, 512..575 in block 4
+}
+
+// Staged B scales (256-row tiles only) fit next to the stages the heuristic counts on.
+TEST(GemmLayout, StagedScalesOnlyForWideTiles) {
+  EXPECT_EQ(moekit::sm90::gemm_sb_stage_floats(128, 192), 0u);
+  EXPECT_EQ(moekit::sm90::gemm_sb_stage_floats(64, 64), 0u);
+  EXPECT_EQ(moekit::sm90::gemm_sb_stage_floats(256, 128), moekit::sm90::kGemmMaxStagedKb);
+  EXPECT_EQ(moekit::sm90::gemm_sb_stage_floats(256, 96), 2 * moekit::sm90::kGemmMaxStagedKb);
+  GemmDeviceLimits lim;
+  EXPECT_EQ(moekit::detail::gemm_max_stages(256, 128, lim), 3);
+  EXPECT_EQ(moekit::detail::gemm_max_stages(128, 192, lim), 4);
+}
+
 TEST(GemmConfig, ParsesItsOwnString) {
   const GemmConfig c{128, 160, 5, 8, 132, 2};
   const GemmConfig p = GemmConfig::parse(c.str());

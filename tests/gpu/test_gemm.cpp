@@ -296,6 +296,21 @@ TEST(GemmFp8, LargeShapes) {
   expect_good(run_and_check({4096, 2112, 7168}, nullptr, 78, 32), "4096x2112x7168");
 }
 
+// 256-row tiles read B scales staged in shared memory when K has at most kGemmMaxStagedKb blocks,
+// else from global memory: both sides of the limit, single CTAs and pairs sharing A, straddling
+// (n96) and uniform (n128) scale blocks, several tiles per CTA.
+TEST(GemmFp8, WideTilesStagedAndGlobalScales) {
+  const int64_t kb_limit = moekit::sm90::kGemmMaxStagedKb;
+  int seed = 7000;
+  for (int64_t k : {kb_limit * 128 - 16, kb_limit * 128 + 128})
+    for (int mc : {1, 2})
+      for (int bn : {96, 128}) {
+        const moekit::GemmConfig c{256, bn, 3, 2, 8, mc};
+        const Problem p{600, 4 * bn + 40, k};
+        expect_good(run_and_check(p, &c, ++seed), describe(p, &c));
+      }
+}
+
 TEST(GemmFp8, ZeroRowsIsANoOp) {
   moekit::GemmFp8Args args;
   args.m = 0; args.n = 64; args.k = 128;

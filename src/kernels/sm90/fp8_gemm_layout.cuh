@@ -14,8 +14,11 @@
 //   A-scale stages      STAGES x (BLOCK_M + 4) FP32
 //   full / empty        STAGES + STAGES mbarriers
 //   tile pipe           kGemmTileSlots tile records (32 B) + their full / empty mbarriers
-//   split-K barriers    (split-K > 1 only) partials-full and partials-free mbarriers
-// (B scales are read from global memory by the math threads, one K block ahead.)
+//   split-K barriers    partials-full and partials-free mbarriers (used with split-K > 1 only)
+//   staged B scales     256-row tiles: per tile slot, the tile's B-scale rows (gemm_sb_stage_floats), copied
+//                       from global memory by the scheduler warp when it publishes the tile
+//                       (K <= kGemmMaxStagedKb blocks; the math threads read longer rows from global
+//                       memory through L1)
 #pragma once
 #include "kernels/sm90/gemm_params.cuh"
 
@@ -46,6 +49,16 @@ __device__ __forceinline__ void diag_sink(const float (&acc)[N], float* never) {
 constexpr bool gemm_block_n_supported(int bn) {
   if (bn % 8 != 0 || bn < 16) return false;
   return bn <= 128 || bn == 144 || bn == 160 || bn == 192;
+}
+
+constexpr int gemm_gcd(int a, int b) { return b == 0 ? a : gemm_gcd(b, a % b); }
+
+/// 8-column chunks, of a warpgroup's `wg_cols` columns starting at column `n_wg`, that lie in the
+/// first of the (at most two) B-scale blocks of `sb_rows` rows they touch; the rest use the next.
+/// With n_wg a multiple of wg_cols (tiles start at multiples of BLOCK_N) this is a multiple of
+/// gcd(sb_rows, wg_cols) / 8, so chunks in groups of that size share a scale (Fp8GemmTraits::kSbChunkGroup).
+constexpr unsigned gemm_sb_first_block_chunks(unsigned n_wg, unsigned wg_cols, unsigned sb_rows) {
+  return (sb_rows - n_wg % sb_rows < wg_cols ? sb_rows - n_wg % sb_rows : wg_cols) / 8u;
 }
 
 constexpr bool gemm_block_m_supported(int bm) { return bm == 64 || bm == 128 || bm == 256; }
@@ -100,6 +113,8 @@ constexpr unsigned gemm_stage_tx_bytes(int bm, int bn) {
 /// Tiles the scheduler thread may publish ahead of the math warpgroups (the tile pipe,
 /// fp8_gemm_loaders.cuh): with dynamic scheduling also how far ahead a CTA takes units.
 inline constexpr unsigned kGemmTileSlots = 3;
+/// Arrivals that publish a tile: every lane of the scheduler warp.
+inline constexpr unsigned kGemmTilePublishers = 32;
 /// Bytes of one tile record in the pipe (Tile, padded).
 inline constexpr unsigned kGemmTileRecordBytes = 32;
 /// Shared memory of the tile pipe: the records, then a full and an empty mbarrier per slot.
@@ -108,6 +123,17 @@ inline constexpr unsigned kGemmTileRecordBytes = 32;
 constexpr unsigned gemm_pair_claims_offset() { return kGemmTileSlots * (kGemmTileRecordBytes + 16u); }
 inline constexpr unsigned kGemmPairClaimsBytes = 96;
 constexpr unsigned gemm_tile_pipe_bytes() { return gemm_pair_claims_offset() + kGemmPairClaimsBytes; }
+/// Longest B-scale row (K blocks) staged in shared memory per tile (K <= 16384).
+inline constexpr unsigned kGemmMaxStagedKb = 128;
+/// B-scale rows a tile of BLOCK_N columns may touch: one when every tile lies inside one 128-row
+/// scale block, else two (a tile never spans more, gemm_block_n_supported).
+constexpr unsigned gemm_sb_stage_rows(int bn) { return (bn <= 128 && 128 % bn == 0) ? 1u : 2u; }
+/// Floats of one tile slot's staged B scales: 256-row tiles only (Fp8GemmTraits::kStageSb).
+constexpr unsigned gemm_sb_stage_floats(int bm, int bn) {
+  return bm == 256 ? gemm_sb_stage_rows(bn) * kGemmMaxStagedKb : 0u;
+}
+/// Offset of the staged B scales after the start of the tile pipe (past the split-K barriers).
+constexpr unsigned gemm_sb_stage_offset() { return gemm_tile_pipe_bytes() + 16u; }
 /// Most CTAs that share one tile's K range (split-K, a thread-block cluster along K).
 inline constexpr int kGemmMaxSplitK = 8;
 /// Shared memory of the split-K partial sums (the FP32 tile; a multiple of 1024 bytes); 0 without
@@ -120,12 +146,12 @@ constexpr unsigned gemm_staging_bytes(unsigned epilogue_bytes, int bm, int bn, i
   return epilogue_bytes > gemm_split_k_partials_bytes(bm, bn, split_k) ? epilogue_bytes
                                                                        : gemm_split_k_partials_bytes(bm, bn, split_k);
 }
-/// Total dynamic shared memory with an epilogue staging buffer of `epilogue_bytes` (and, with
-/// split-K, the partials' two mbarriers after the tile pipe).
+/// Total dynamic shared memory with an epilogue staging buffer of `epilogue_bytes` (the split-K
+/// barriers and the staged B scales after the tile pipe).
 constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn, int stages, int split_k = 1) {
   return 1024u /* alignment slack */ + gemm_staging_bytes(epilogue_bytes, bm, bn, split_k) +
-         unsigned(stages) * gemm_stage_bytes(bm, bn) + unsigned(stages) * 16u + gemm_tile_pipe_bytes() +
-         (split_k > 1 ? 16u : 0u);
+         unsigned(stages) * gemm_stage_bytes(bm, bn) + unsigned(stages) * 16u + gemm_sb_stage_offset() +
+         kGemmTileSlots * gemm_sb_stage_floats(bm, bn) * 4u;
 }
 /// Staging bytes of the bf16 epilogue: the D tile (Bf16TmaEpilogue), or none when the tile is
 /// stored straight from registers (Bf16DirectEpilogue, GemmConfig::direct_store).

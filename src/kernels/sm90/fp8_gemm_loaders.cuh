@@ -33,10 +33,10 @@ struct BTileWalk {
   }
 };
 
-/// The tile pipe: the scheduler warp runs the scheduler and its lane 0 (the scheduler thread)
-/// publishes each tile, then an end marker, into a ring of kGemmTileSlots records in shared memory; the load thread and the math
-/// warpgroups take them in the same order. Per slot a `full` mbarrier (one arrival: the
-/// scheduler thread) and an `empty` one (one arrival by every thread that takes the records).
+/// The tile pipe: the scheduler warp runs the scheduler and publishes each tile (its lane 0 writes
+/// the record), then an end marker, into a ring of kGemmTileSlots records in shared memory; the load thread and the math
+/// warpgroups take them in the same order. Per slot a `full` mbarrier (one arrival per scheduler
+/// lane, kGemmTilePublishers) and an `empty` one (one arrival by every thread that takes the records).
 /// Only one warp schedules, so a scheduler may take tiles dynamically (one atomic per tile) and
 /// nobody else repeats its searches; it runs ahead by up to the ring's depth. A math warp keeps its slot until
 /// the tile's epilogue is done and reads the record again there (peek), so the tile's fields need
@@ -54,13 +54,42 @@ struct TilePipe {
     }
   }
 
-  /// Scheduler thread: publishes `t` (more = false: the end marker, t ignored).
-  __device__ __forceinline__ void push(const Tile& t, bool more) {
+  /// Shared address of the held slot's staged B scales (gemm_sb_stage_floats(BLOCK_M, BLOCK_N) floats).
+  __device__ __forceinline__ u32 staged_sb(u32 stage_floats) const {
+    return records + gemm_sb_stage_offset() + slot * stage_floats * 4u;
+  }
+
+  /// The scheduler warp, all lanes in step: publishes `t` (more = false: the end marker, t
+  /// ignored). With kStageSb, and rows of at most kGemmMaxStagedKb K blocks, the lanes first copy
+  /// the tile's B-scale rows (T::kSbRowsStaged of them, from the tile's first scale block) into the
+  /// slot, so the math threads read them from shared memory: no L1 miss in the K loop, and the
+  /// global latency lies with this warp, which runs ahead of the math by up to the pipe's depth.
+  template <class T>
+  __device__ __forceinline__ void push(const Tile& t, bool more, const GemmParams& p) {
     ptx::mbar_wait(empty() + 8 * slot, phase ^ 1u);
-    const u32 r = records + slot * kGemmTileRecordBytes;
-    ptx::st_shared_v4(r, {t.m0, t.n0, t.b_row0, t.sb_offset});
-    ptx::st_shared_v4(r + 16, {t.valid_rows, (more ? 1u : 0u) | (t.solo << 1), t.kb_begin, t.kb_end});
-    ptx::mbar_arrive(full() + 8 * slot);  // release: the record is visible to the waiting threads
+    const u32 lane = ptx::lane_id();
+    if constexpr (T::kStageSb) {
+      if (more && p.num_kb <= kGemmMaxStagedKb) {
+        const u32 blk0 = min(t.n0 / u32(T::kSbRows), p.num_n_sb - 1u);
+        const float* row0 = p.sb + t.sb_offset + blk0 * p.num_kb;
+        const u32 dst = staged_sb(T::kSbStageFloats);
+#pragma unroll
+        for (u32 r = 0; r < T::kSbRowsStaged; ++r) {
+          // (Clamped: the last block's row again past N.)
+          const float* row = row0 + (blk0 + r < p.num_n_sb ? r * p.num_kb : 0u);
+          for (u32 kb = lane; kb < p.num_kb; kb += 32)
+            ptx::st_shared_f32(dst + (r * kGemmMaxStagedKb + kb) * 4u, __ldg(row + kb));
+        }
+      }
+    }
+    if (lane == 0) {
+      const u32 r = records + slot * kGemmTileRecordBytes;
+      ptx::st_shared_v4(r, {t.m0, t.n0, t.b_row0, t.sb_offset});
+      ptx::st_shared_v4(r + 16, {t.valid_rows, (more ? 1u : 0u) | (t.solo << 1), t.kb_begin, t.kb_end});
+    }
+    // Every lane arrives (kGemmTilePublishers), releasing its own stores: the record and the
+    // staged scales are visible to the threads that wait on the slot.
+    ptx::mbar_arrive(full() + 8 * slot);
     advance();
   }
 

@@ -51,7 +51,7 @@ __device__ __forceinline__ void fp8_gemm_math(const P& p, u32 s_d, u32 s_a, u32 
       Tile t;
       if (!tiles.pop(t)) break;
       if (first) stamp(1);
-      m.begin_tile(t, first);
+      m.begin_tile(t, first, tiles.staged_sb(T::kSbStageFloats));
       if (!waited) pdl_wait();
       if constexpr (kGatherA) m.prefetch_sa(0);
       if (first && p.trace != nullptr && threadIdx.x == 0) {
@@ -138,7 +138,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       ptx::mbar_init(s_empty + 8 * s, kCluster * T::kMathThreads / 32);  // every math warp of the cluster
     }
     for (u32 s = 0; s < kGemmTileSlots; ++s) {
-      ptx::mbar_init(tiles.full() + 8 * s, 1);
+      ptx::mbar_init(tiles.full() + 8 * s, kGemmTilePublishers);
       // Every math thread + the load thread (+ the gather threads).
       ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + 1 + (kGatherA ? kGatherThreads : 0u));
     }
@@ -159,22 +159,21 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
     ptx::setmaxnreg_dec<T::kProducerRegs>();
     if (threadIdx.x / 32 == T::kMathThreads / 32 + 1) {
       // Scheduler warp (warp 1): all lanes run the scheduler in step (it may search with warp
-      // collectives), lane 0 publishes the tiles. Its own warp, so the search state never
+      // collectives) and publish the tiles (TilePipe::push). Its own warp, so the search state never
       // competes with the load loop for the producer's 40 registers (spilled loop state measured
       // +10 µs on GEMM1 at T = 1: local-memory reads that miss L1 wait on a saturated memory
       // system), and it works ahead of the loads by up to the pipe's depth (a search of the group
       // offsets is a chain of dependent L2 reads).
-      const bool publisher = ptx::lane_id() == 0;
       pdl_wait_at(p, false);
       Scheduler sched(p, s_tiles + gemm_pair_claims_offset());
       Tile t;
       bool more = sched.next(t);
-      if (publisher) tiles.push(t, more);  // with pdl_early before the wait: the load thread may start B
+      tiles.push<T>(t, more, p);  // with pdl_early before the wait: the load thread may start B
       __syncwarp();
       pdl_wait_at(p, true);
       while (more) {
         more = sched.next(t);
-        if (publisher) tiles.push(t, more);
+        tiles.push<T>(t, more, p);
         __syncwarp();
       }
     } else if (threadIdx.x == T::kMathThreads) {

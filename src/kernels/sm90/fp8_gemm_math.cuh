@@ -59,8 +59,10 @@ struct Fp8GemmMath {
   /// −1.6…−4%; the MoE GEMM1's side-by-side warpgroups (kWgN = 2, chained serial schedule, B
   /// multicast pairs) +4% at T = 4096, so they keep no order, and neither does the chained schedule
   /// (measured only there). 256-row tiles take no turns per wave: turns measured 2.5% slower on the
-  /// contiguous 4 x 8192 (4096, 7168) case and 2% on dense 4096x7168x16384 (docs/performance.md §Issue order of stacked warpgroups).
-  static constexpr bool kOrdered = T::kWgM == 2 && T::kWgN == 1 && T::kSplit == 1 && T::kWaves == 1;
+  /// contiguous 4 x 8192 (4096, 7168) case and 2% on dense 4096x7168x16384; nor do the serial
+  /// (wider than 128) tiles: 4096x2112x7168 m128n192 106.2 → 104.8 µs without, n160 123.5 → 124.3
+  /// (docs/performance.md §Issue order of stacked warpgroups).
+  static constexpr bool kOrdered = T::kWgM == 2 && T::kWgN == 1 && T::kSplit == 1 && T::kWaves == 1 && kPipelined;
   static constexpr u32 kOrderBar = 2;  // 1 is the epilogues'
   /// How the B scales (one per K block, read through L1 from rows of num_kb floats) reach the
   /// promotion without waiting on a miss — at a CTA's first tile the row's lines are cold in L2 too,
@@ -91,6 +93,7 @@ struct Fp8GemmMath {
   u32 tok0 = 0, tok1 = 0;  // kGatherA: the tokens of this thread's two rows (0 for rows without one)
   float pre_sa0 = 0.0f, pre_sa1 = 0.0f;  // kGatherA: their scales of the next K block
   float pre_sb0 = 0.0f, pre_sb1 = 0.0f;  // kSbAhead: the next K block's B scales
+  u32 sb_staged = 0;  // T::kStageSb: shared address of the tile's staged B-scale rows (0: read sb_row0/1)
   // Warpgroups stacked along M (kWgM = 2) on a tile of at most 64 valid rows (a half tile,
   // the families' tail_halves, or a short group's tile): warpgroup 1 skips the tile's K loop
   // (`active` 0; its stage and phase advance by arithmetic), warpgroup 0 releases each stage for
@@ -114,8 +117,9 @@ struct Fp8GemmMath {
     }
   }
 
-  /// first_tile: the CTA's first (its loads are still on their way: time to spare).
-  __device__ __forceinline__ void begin_tile(const Tile& t, bool first_tile) {
+  /// first_tile: the CTA's first (its loads are still on their way: time to spare). staged: the
+  /// tile slot's staged B scales (TilePipe::staged_sb), used when T::kStageSb and the rows fit.
+  __device__ __forceinline__ void begin_tile(const Tile& t, bool first_tile, u32 staged) {
     // One B-scale block, or two when this warpgroup's columns straddle a block boundary. Read from
     // global memory through L1 (warp-uniform), as kSbAhead and kSbPrefetch say.
     const float* sb = p.sb + t.sb_offset;
@@ -125,9 +129,9 @@ struct Fp8GemmMath {
     const u32 blk1 = (blk0 + 1 < p.num_n_sb) ? blk0 + 1 : blk0;
     sb_row0 = sb + blk0 * p.num_kb;
     sb_row1 = sb + blk1 * p.num_kb;
-    const u32 left = u32(T::kSbRows) - n_wg % u32(T::kSbRows);
-    num_former = T::kUniformSfb ? u32(T::kWgCols) / 8 : (left < u32(T::kWgCols) ? left : u32(T::kWgCols)) / 8;
-    if (kSbPrefetch != 0 && (kSbPrefetch != 3 || first_tile)) {
+    num_former = T::kUniformSfb ? u32(T::kWgCols) / 8 : gemm_sb_first_block_chunks(n_wg, T::kWgCols, T::kSbRows);
+    if constexpr (T::kStageSb) sb_staged = p.num_kb <= kGemmMaxStagedKb ? staged : 0u;
+    if (kSbPrefetch != 0 && (kSbPrefetch != 3 || first_tile) && sb_staged == 0) {
       const bool skip_first = kSbPrefetch == 2 && !first_tile;
       prefetch_l1_lines(sb_row0, p.num_kb, skip_first);
       if (!T::kUniformSfb && blk1 != blk0) prefetch_l1_lines(sb_row1, p.num_kb, skip_first);
@@ -158,6 +162,12 @@ struct Fp8GemmMath {
   /// Waits for the current stage and reads its scales (K blocks in order from the tile's first).
   __device__ __forceinline__ KBlockScales wait_stage(u32 kb) {
     KBlockScales s;
+    if constexpr (T::kStageSb) {
+      if (sb_staged != 0) {  // staged by the scheduler warp before it published the tile: read before the wait
+        s.sb0 = ptx::ld_shared_f32(sb_staged + kb * 4u);
+        s.sb1 = T::kUniformSfb ? s.sb0 : ptx::ld_shared_f32(sb_staged + (kGemmMaxStagedKb + kb) * 4u);
+      }
+    }
     if constexpr (kSbAhead) {
       // Loaded one K block ago; the next K block's are requested before the wait.
       s.sb0 = pre_sb0;
@@ -182,8 +192,10 @@ struct Fp8GemmMath {
       }
     }
     if constexpr (!kSbAhead) {
-      s.sb0 = __ldg(sb_row0 + kb);
-      s.sb1 = T::kUniformSfb ? s.sb0 : __ldg(sb_row1 + kb);
+      if (!T::kStageSb || sb_staged == 0) {
+        s.sb0 = __ldg(sb_row0 + kb);
+        s.sb1 = T::kUniformSfb ? s.sb0 : __ldg(sb_row1 + kb);
+      }
     }
     return s;
   }
@@ -262,7 +274,11 @@ struct Fp8GemmMath {
     const float s01 = sa0 * s.sb1, s11 = sa1 * s.sb1;
 #pragma unroll
     for (u32 i = 0; i < u32(T::kWgCols) / 8; ++i) {
-      const bool first = T::kUniformSfb || (T::kAlignedSfb ? i < u32(T::kSbRows) / 8 : i < num_former);
+      // Straddling tiles: chunks in groups of T::kSbChunkGroup share their scale (num_former is a
+      // multiple of it), so the promotion picks one scale pair per group, not per chunk.
+      const bool first =
+          T::kUniformSfb || (T::kAlignedSfb ? i < u32(T::kSbRows) / 8
+                                            : i / T::kSbChunkGroup < num_former / T::kSbChunkGroup);
       const float lo = first ? s00 : s01;
       const float hi = first ? s10 : s11;
       out[4 * i + 0] += lo * acc[4 * i + 0];

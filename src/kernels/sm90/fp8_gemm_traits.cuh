@@ -2,7 +2,7 @@
 // 1x128 block (per row and K block) and B per 128x128 block.
 //
 // Structure (one CTA per SM, persistent):
-//   * producer warpgroup — one warp runs the scheduler and its lane 0 publishes the tiles
+//   * producer warpgroup — one warp runs the scheduler and publishes the tiles
 //     (TilePipe); one thread of another warp takes them and, for every K block, waits for a free stage, then issues TMA loads
 //     of the A tile, the B tile and the A scales onto that stage's `full` mbarrier. The warpgroup
 //     gives most of its registers to the math warpgroups (setmaxnreg).
@@ -21,6 +21,7 @@
 #pragma once
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "ptx/ptx.cuh"
+
 
 namespace moekit::sm90 {
 
@@ -73,6 +74,20 @@ struct Fp8GemmTraits {
   /// block + up block): which chunks use the second B scale is known at compile time, so the
   /// promotion selects no scale per chunk (measured: ALU pipe 36% active in the prefill GEMM1).
   static constexpr bool kAlignedSfb = !kUniformSfb && kBlockN % kSbRows == 0 && kWgCols % kSbRows == 0;
+  /// 256-row tiles of SPEC weights (one warpgroup column, 128-row scale blocks) read their B
+  /// scales from shared memory, staged per tile by the scheduler warp (TilePipe::push; K <=
+  /// kGemmMaxStagedKb blocks). Measured (H100, docs/performance.md §B-scale reads): 256 x 128 tiles
+  /// −2…−5% (4096x32768x512 154.4 → 147.3 µs), 128-row tiles +3% (4096x2112x7168 m128n128 118.4 →
+  /// 121–123), so those keep the L1 path.
+  static constexpr bool kStageSb = kWgN == 1 && kSbRows == 128 && kWaves == 2;
+  static constexpr u32 kSbRowsStaged = gemm_sb_stage_rows(kBlockN);
+  static constexpr u32 kSbStageFloats = gemm_sb_stage_floats(kBlockM, kBlockN);
+  /// Straddling tiles (neither kUniformSfb nor kAlignedSfb): tiles start at multiples of BLOCK_N,
+  /// so a tile's first B-scale block ends at a multiple of gcd(128, BLOCK_N) columns, and its
+  /// 8-column chunks go in groups of that width that share one scale (BLOCK_N 192: three groups
+  /// of 64 instead of 24 chunks; measured 4096x2112x7168 m128n192 −8%, docs/performance.md
+  /// §Tile widths that straddle B-scale blocks).
+  static constexpr u32 kSbChunkGroup = u32(gemm_gcd(kSbRows, kWgCols)) / 8;
   static constexpr u32 kProducerRegs = 40;
   static constexpr u32 kMathRegs = 232;
 
