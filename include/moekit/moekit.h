@@ -3,6 +3,7 @@
 #include "moekit/error.h"
 #include "moekit/gemm.h"
 #include "moekit/numerics.h"
+#include "moekit/mxfp4.h"
 #include "moekit/quantize.h"
 #include "moekit/grouped_gemm.h"
 #include "moekit/moe_ops.h"

@@ -121,7 +121,7 @@ struct Fp8GemmMath {
   /// tile slot's staged B scales (TilePipe::staged_sb), used when T::kStageSb and the rows fit.
   __device__ __forceinline__ void begin_tile(const Tile& t, bool first_tile, u32 staged) {
     // One B-scale block, or two when this warpgroup's columns straddle a block boundary. Read from
-    // global memory through L1 (warp-uniform), as kSbAhead and kSbPrefetch say.
+    // global memory through L1 (warp-uniform), as kSbAhead and kSbPrefetch say, unless staged.
     const float* sb = p.sb + t.sb_offset;
     const u32 n_wg = t.n0 + th.wn * u32(T::kWgCols);
     // (Clamped: the ghost tile of an A-sharing pair past N reads the last block's scales.)

@@ -1,0 +1,227 @@
+// MXFP4 on the host: codes, quantizer, exact dequantization, the FP8 form and gpt-oss's row order.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "moekit/error.h"
+#include "moekit/mxfp4.h"
+#include "moekit/numerics.h"
+
+namespace {
+
+using moekit::kMxfp4Block;
+
+// Weights as a checkpoint's: normal values rounded to bf16.
+std::vector<float> checkpoint_like(int64_t rows, int64_t k, float sigma, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> w(size_t(rows * k));
+  for (float& v : w) v = moekit::bf16_to_float(moekit::bf16_from_float(nd(rng)));
+  return w;
+}
+
+TEST(Mxfp4, E2m1CodesAreTheOcpValues) {
+  // OCP MX E2M1: codes 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 the sign.
+  const float mags[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (uint8_t c = 0; c < 16; ++c) {
+    const float v = moekit::e2m1_to_float(c);
+    EXPECT_EQ(std::fabs(v), mags[c & 7]) << int(c);
+    EXPECT_EQ(std::signbit(v), (c & 8) != 0) << int(c);
+    EXPECT_EQ(moekit::e2m1_from_float(v), c) << int(c);  // every code round-trips (−0 included)
+    EXPECT_EQ(moekit::e2m1_to_float(uint8_t(c | 0xF0)), v) << "high bits ignored";
+  }
+}
+
+TEST(Mxfp4, E2m1RoundsToNearestTiesToEven) {
+  EXPECT_EQ(moekit::e2m1_from_float(0.25f), 0u);   // tie 0 / 0.5 → 0 (code 0 even)
+  EXPECT_EQ(moekit::e2m1_from_float(0.26f), 1u);
+  EXPECT_EQ(moekit::e2m1_from_float(0.75f), 2u);   // tie 0.5 / 1 → 1 (code 2)
+  EXPECT_EQ(moekit::e2m1_from_float(1.25f), 2u);   // tie 1 / 1.5 → 1
+  EXPECT_EQ(moekit::e2m1_from_float(1.75f), 4u);   // tie 1.5 / 2 → 2 (code 4)
+  EXPECT_EQ(moekit::e2m1_from_float(2.5f), 4u);    // tie 2 / 3 → 2
+  EXPECT_EQ(moekit::e2m1_from_float(3.5f), 6u);    // tie 3 / 4 → 4 (code 6)
+  EXPECT_EQ(moekit::e2m1_from_float(5.0f), 6u);    // tie 4 / 6 → 4
+  EXPECT_EQ(moekit::e2m1_from_float(5.01f), 7u);
+  EXPECT_EQ(moekit::e2m1_from_float(100.0f), 7u);  // saturates
+  EXPECT_EQ(moekit::e2m1_from_float(-100.0f), 15u);
+  EXPECT_EQ(moekit::e2m1_from_float(-0.7f), 9u);   // -0.5
+  EXPECT_EQ(moekit::e2m1_from_float(-0.8f), 10u);  // -1
+  EXPECT_EQ(moekit::e2m1_from_float(std::nanf("")), 0u);
+}
+
+TEST(Mxfp4, Ue8m0IsAPowerOfTwo) {
+  EXPECT_EQ(moekit::ue8m0_to_double(127), 1.0);
+  EXPECT_EQ(moekit::ue8m0_to_double(130), 8.0);
+  EXPECT_EQ(moekit::ue8m0_to_double(0), std::ldexp(1.0, -127));
+  EXPECT_EQ(moekit::ue8m0_to_double(254), std::ldexp(1.0, 127));
+  EXPECT_TRUE(std::isnan(moekit::ue8m0_to_double(255)));
+}
+
+// The storage order gpt-oss's loader reads (gpt_oss/torch/weights.py): byte j of a 16-byte block
+// holds element 2j in its low nibble and 2j + 1 in its high one; value = lut[code] · 2^(s − 127).
+TEST(Mxfp4, DequantizationFollowsTheNibbleOrder) {
+  std::vector<uint8_t> codes(32), scales(2);
+  for (int j = 0; j < 32; ++j) codes[size_t(j)] = uint8_t((j % 16) | ((15 - j % 16) << 4));
+  scales = {126, 130};  // 2^-1 for the first 32 elements, 2^3 for the next
+  std::vector<double> out(64);
+  moekit::dequantize_mxfp4(codes.data(), 32, scales.data(), 2, 1, 64, out.data(), 64);
+  for (int j = 0; j < 64; ++j) {
+    const uint8_t byte = codes[size_t(j / 2)];
+    const uint8_t code = j % 2 == 0 ? uint8_t(byte & 15) : uint8_t(byte >> 4);
+    EXPECT_EQ(out[size_t(j)], double(moekit::e2m1_to_float(code)) * (j < 32 ? 0.5 : 8.0)) << j;
+  }
+  EXPECT_EQ(out[0], 0.0);    // byte 0 = 0xF0: low nibble 0
+  EXPECT_EQ(out[1], -3.0);   // high nibble 15 = -6, times 0.5
+  EXPECT_EQ(out[2], 0.25);   // byte 1 = 0xE1: low nibble 1 = 0.5
+}
+
+TEST(Mxfp4, QuantizerFollowsOcp) {
+  // A block whose values are E2M1 values times 2^-3 comes back exactly (amax 6 · 2^-3 → s = 124 + 2 ... ).
+  std::vector<float> w(64);
+  for (int j = 0; j < 64; ++j) w[size_t(j)] = moekit::e2m1_to_float(uint8_t(j % 16)) * 0.125f;
+  w[5] = 6.0f * 0.125f;  // amax 0.75: floor(log2 0.75) = -1, s = -1 - 2 + 127 = 124 → scale 2^-3
+  std::vector<uint8_t> codes(32), scales(2);
+  moekit::quantize_mxfp4(w.data(), 1, 64, 64, codes.data(), 32, scales.data(), 2);
+  EXPECT_EQ(scales[0], 124);
+  std::vector<double> back(64);
+  moekit::dequantize_mxfp4(codes.data(), 32, scales.data(), 2, 1, 64, back.data(), 64);
+  for (int j = 0; j < 64; ++j) EXPECT_EQ(back[size_t(j)], double(w[size_t(j)])) << j;
+  // amax 7: floor(log2 7) = 2, scale 2^0, 7 saturates to 6.
+  std::vector<float> v(32, 1.0f);
+  v[3] = 7.0f;
+  moekit::quantize_mxfp4(v.data(), 1, 32, 32, codes.data(), 16, scales.data(), 1);
+  EXPECT_EQ(scales[0], 127);
+  EXPECT_EQ(moekit::e2m1_to_float(uint8_t(codes[1] >> 4)), 6.0f);
+  // Zeros: the smallest scale; NaN: scale 255.
+  std::vector<float> z(32, 0.0f);
+  moekit::quantize_mxfp4(z.data(), 1, 32, 32, codes.data(), 16, scales.data(), 1);
+  EXPECT_EQ(scales[0], 0);
+  z[7] = std::nanf("");
+  moekit::quantize_mxfp4(z.data(), 1, 32, 32, codes.data(), 16, scales.data(), 1);
+  EXPECT_EQ(scales[0], 255);
+}
+
+TEST(Mxfp4, QuantizationErrorOfCheckpointLikeWeights) {
+  const int64_t rows = 64, k = 2880;
+  const std::vector<float> w = checkpoint_like(rows, k, 0.02f, 11);
+  std::vector<uint8_t> codes(size_t(rows * k / 2)), scales(size_t(rows * k / 32));
+  moekit::quantize_mxfp4(w.data(), rows, k, k, codes.data(), k / 2, scales.data(), k / 32);
+  std::vector<double> back(size_t(rows * k));
+  moekit::dequantize_mxfp4(codes.data(), k / 2, scales.data(), k / 32, rows, k, back.data(), k);
+  // Each element is within half an E2M1 step of its block's scale: at most 1 · 2^(s − 127) (the
+  // 4 → 6 gap) and at most 2 · 2^(s − 127) for saturated values in (6, 8) · 2^(s − 127).
+  double num = 0, den = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      const double x = w[size_t(r * k + j)], y = back[size_t(r * k + j)];
+      const double step = moekit::ue8m0_to_double(scales[size_t(r * (k / 32) + j / 32)]);
+      ASSERT_LE(std::fabs(x - y), 2.0 * step) << r << "," << j;
+      num += (x - y) * (x - y);
+      den += x * x;
+    }
+  const double rel = std::sqrt(num / den);
+  EXPECT_GT(rel, 0.05);  // 4-bit codes: a coarse format
+  EXPECT_LT(rel, 0.15);
+}
+
+// The FP8 form equals the MXFP4 values exactly when each 128 x 128 block's scales span at most 15
+// binades; beyond, the error stays below 2^(m − 143) (include/moekit/mxfp4.h).
+TEST(Mxfp4, Fp8FormIsExactInsideTheWindow) {
+  const int64_t rows = 200, k = 2880;  // partial last blocks along both N and K (2880 = 22.5 x 128)
+  std::mt19937 rng(3);
+  std::vector<uint8_t> codes(size_t(rows * k / 2)), scales(size_t(rows * k / 32));
+  for (uint8_t& c : codes) c = uint8_t(rng());
+  std::uniform_int_distribution<int> window(100, 114);  // 15 binades
+  for (uint8_t& s : scales) s = uint8_t(window(rng));
+  EXPECT_LE(moekit::mxfp4_max_block_span(scales.data(), k / 32, rows, k), 15);
+  std::vector<uint8_t> q(size_t(rows * k));
+  const int64_t kb = moekit::ceil_div(k, 128);
+  std::vector<float> sb(size_t(moekit::ceil_div(rows, 128) * kb));
+  moekit::mxfp4_to_fp8(codes.data(), k / 2, scales.data(), k / 32, rows, k, q.data(), k, sb.data());
+  std::vector<double> exact(size_t(rows * k));
+  moekit::dequantize_mxfp4(codes.data(), k / 2, scales.data(), k / 32, rows, k, exact.data(), k);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      const double fp8 = double(moekit::e4m3_to_float(q[size_t(r * k + j)])) * double(sb[size_t(r / 128 * kb + j / 128)]);
+      ASSERT_EQ(fp8, exact[size_t(r * k + j)]) << r << "," << j;
+    }
+  // The scale of a block is 2^(m − 133) for its largest byte m.
+  int m = 0;
+  for (int64_t r = 0; r < 128; ++r)
+    for (int64_t b = 0; b < 4; ++b) m = std::max(m, int(scales[size_t(r * (k / 32) + b)]));
+  EXPECT_EQ(sb[0], std::ldexp(1.0f, m - 133));
+}
+
+TEST(Mxfp4, Fp8FormBeyondTheWindowLosesOnlyTinyValues) {
+  const int64_t rows = 128, k = 128;
+  std::mt19937 rng(5);
+  std::vector<uint8_t> codes(size_t(rows * k / 2)), scales(size_t(rows * k / 32));
+  for (uint8_t& c : codes) c = uint8_t(rng());
+  std::uniform_int_distribution<int> wide(90, 130);  // 41 binades
+  for (uint8_t& s : scales) s = uint8_t(wide(rng));
+  scales[0] = 130;  // m = 130
+  EXPECT_EQ(moekit::mxfp4_max_block_span(scales.data(), k / 32, rows, k), 41);
+  std::vector<uint8_t> q(size_t(rows * k));
+  float sb = 0;
+  moekit::mxfp4_to_fp8(codes.data(), k / 2, scales.data(), k / 32, rows, k, q.data(), k, &sb);
+  std::vector<double> exact(size_t(rows * k));
+  moekit::dequantize_mxfp4(codes.data(), k / 2, scales.data(), k / 32, rows, k, exact.data(), k);
+  const double bound = std::ldexp(1.0, 130 - 143);
+  int inexact = 0;
+  for (int64_t i = 0; i < rows * k; ++i) {
+    const double fp8 = double(moekit::e4m3_to_float(q[size_t(i)])) * double(sb);
+    const int s = scales[size_t(i / 32)];
+    if (s >= 130 - 14) {
+      ASSERT_EQ(fp8, exact[size_t(i)]) << i;  // inside the window: exact
+    } else {
+      ASSERT_LE(std::fabs(fp8 - exact[size_t(i)]), bound) << i;
+      inexact += fp8 != exact[size_t(i)];
+    }
+  }
+  EXPECT_GT(inexact, 0);  // the case exists in this data
+}
+
+TEST(Mxfp4, Fp8FormPropagatesNanScales) {
+  std::vector<uint8_t> codes(64 * 64, 0x21), scales(128 * 4, 120), q(128 * 128);
+  scales[130] = 255;  // row 32, second 32-block
+  std::vector<float> sb(1);
+  moekit::mxfp4_to_fp8(codes.data(), 64, scales.data(), 4, 128, 128, q.data(), 128, sb.data());
+  EXPECT_TRUE(std::isnan(sb[0]));
+}
+
+TEST(Mxfp4, GptOssW1RowsBecomeGateThenUp) {
+  const int64_t inter = 5;
+  EXPECT_EQ(moekit::gpt_oss_w1_source_row(0, inter), 0);
+  EXPECT_EQ(moekit::gpt_oss_w1_source_row(4, inter), 8);
+  EXPECT_EQ(moekit::gpt_oss_w1_source_row(5, inter), 1);
+  EXPECT_EQ(moekit::gpt_oss_w1_source_row(9, inter), 9);
+  // Three bytes per row; gpt-oss row r holds (r, r, r).
+  std::vector<uint8_t> src(2 * inter * 3), dst(src.size());
+  for (int64_t r = 0; r < 2 * inter; ++r)
+    for (int b = 0; b < 3; ++b) src[size_t(r * 3 + b)] = uint8_t(r);
+  moekit::gpt_oss_w1_to_moekit_rows(src.data(), inter, 3, dst.data());
+  for (int64_t r = 0; r < 2 * inter; ++r) {
+    const int64_t want = r < inter ? 2 * r : 2 * (r - inter) + 1;  // gate i = gpt-oss row 2i, up i = 2i + 1
+    for (int b = 0; b < 3; ++b) EXPECT_EQ(dst[size_t(r * 3 + b)], want) << r;
+  }
+}
+
+TEST(Mxfp4, RejectsBadArguments) {
+  std::vector<uint8_t> codes(64), scales(4), q(128);
+  std::vector<float> w(128), sb(1);
+  std::vector<double> out(128);
+  EXPECT_THROW(moekit::quantize_mxfp4(w.data(), 1, 48, 48, codes.data(), 24, scales.data(), 2), moekit::Error);
+  EXPECT_THROW(moekit::quantize_mxfp4(w.data(), 1, 64, 64, codes.data(), 16, scales.data(), 2), moekit::Error);
+  EXPECT_THROW(moekit::dequantize_mxfp4(codes.data(), 32, scales.data(), 1, 1, 64, out.data(), 64), moekit::Error);
+  EXPECT_THROW(moekit::dequantize_mxfp4(nullptr, 32, scales.data(), 2, 1, 64, out.data(), 64), moekit::Error);
+  EXPECT_THROW(moekit::mxfp4_to_fp8(codes.data(), 32, scales.data(), 2, 1, 64, q.data(), 32, sb.data()),
+               moekit::Error);
+  EXPECT_THROW(moekit::mxfp4_max_block_span(scales.data(), 1, 1, 64), moekit::Error);
+  EXPECT_THROW(moekit::gpt_oss_w1_to_moekit_rows(codes.data(), 2, 4, codes.data()), moekit::Error);
+  EXPECT_NO_THROW(moekit::dequantize_mxfp4(nullptr, 0, nullptr, 0, 0, 0, nullptr, 0));
+}
+
+}  // namespace
