@@ -49,7 +49,12 @@ std::vector<double> moe_reference(const MoeReferenceConfig& c, const uint16_t* x
     hv.resize(size_t(m * I));
     for (int64_t r = 0; r < m; ++r)
       for (int64_t col = 0; col < I; ++col) {
-        float g = float(gu[size_t(r * 2 * I + col)]), u = float(gu[size_t(r * 2 * I + I + col)]);
+        double gd = gu[size_t(r * 2 * I + col)], ud = gu[size_t(r * 2 * I + I + col)];
+        if (ex.b1 != nullptr) {
+          gd += double(ex.b1[col]);
+          ud += double(ex.b1[I + col]);
+        }
+        float g = float(gd), u = float(ud);
         if (c.round_gu_bf16) {
           g = bf16_to_float(bf16_from_float(g));
           u = bf16_to_float(bf16_from_float(u));
@@ -58,7 +63,8 @@ std::vector<double> moe_reference(const MoeReferenceConfig& c, const uint16_t* x
           g = std::min(g, c.limit);
           u = std::max(std::min(u, c.limit), -c.limit);
         }
-        hv[size_t(r * I + col)] = g / (1.0f + std::exp(-g)) * u;
+        hv[size_t(r * I + col)] = c.gpt_oss_activation ? g / (1.0f + std::exp(-c.alpha * g)) * (u + 1.0f)
+                                                       : g / (1.0f + std::exp(-g)) * u;
       }
     hq.resize(size_t(m * I));
     sh.resize(size_t(m * kbi));
@@ -68,14 +74,15 @@ std::vector<double> moe_reference(const MoeReferenceConfig& c, const uint16_t* x
     for (int64_t r = 0; r < m; ++r) {
       const int64_t s = list[size_t(r)], tok = s / k;
       const double wt = double(w[s]);
-      for (int64_t col = 0; col < h; ++col) y[size_t(tok * h + col)] += wt * out[size_t(r * h + col)];
+      for (int64_t col = 0; col < h; ++col)
+        y[size_t(tok * h + col)] += wt * (out[size_t(r * h + col)] + (ex.b2 != nullptr ? double(ex.b2[col]) : 0.0));
     }
   }
   return y;
 }
 
 MoeExpertFetch moe_reference_fetch_all(const MoeReferenceConfig& c, const uint8_t* w1, const float* sw1,
-                                       const uint8_t* w2, const float* sw2) {
+                                       const uint8_t* w2, const float* sw2, const float* b1, const float* b2) {
   const int64_t h = c.hidden, I = c.inter;
   const int64_t kbh = ceil_div(h, kQuantBlock), kbi = ceil_div(I, kQuantBlock);
   const int64_t n_sw1 = ceil_div(2 * I, kQuantBlock) * kbh;
@@ -85,6 +92,8 @@ MoeExpertFetch moe_reference_fetch_all(const MoeReferenceConfig& c, const uint8_
     ex.sw1 = sw1 + size_t(e) * size_t(n_sw1);
     ex.w2 = w2 + size_t(e) * size_t(h * I);
     ex.sw2 = sw2 + size_t(e) * size_t(kbh * kbi);
+    if (b1 != nullptr) ex.b1 = b1 + size_t(e) * size_t(2 * I);
+    if (b2 != nullptr) ex.b2 = b2 + size_t(e) * size_t(h);
     return ex;
   };
 }
