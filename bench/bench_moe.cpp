@@ -125,7 +125,7 @@ void usage(FILE* out) {
                "                        [--cooldown-ms MS] [--energy] [--data checkpoint|uniform|normal] [--explain]\n"
                "                        [--loop N]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
-               "           gpt-oss-120b, deepseek-v2-lite, all\n"
+               "           gpt-oss-120b, deepseek-v2-lite, gpt-oss-20b, deepseek-v4-flash, all\n"
                "  tokens default: 1,8,64,256,1024,4096,16384\n"
                "  --no-check     skip the float64 reference check (rel_l2, row_med, row_max)\n"
                "  --no-baseline  skip the unfused cuBLASLt per-expert baseline (base_us)\n"

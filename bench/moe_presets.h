@@ -27,6 +27,11 @@ inline const Preset kPresets[] = {
     {"mixtral-8x7b", 8, 2, 4096, 14336, RoutingMethod::kSoftmaxTopk, true, 1, 1, 1.0f, 0.0f},
     {"gpt-oss-120b", 128, 4, 2880, 2880, RoutingMethod::kTopkSoftmax, false, 1, 1, 1.0f, 7.0f},
     {"deepseek-v2-lite", 64, 6, 2048, 1408, RoutingMethod::kSoftmaxTopk, false, 1, 1, 1.0f, 0.0f},
+    // SPEC §5's shape presets beside the table: gpt-oss-20b as 120b with 32 experts; DeepSeek-V4-Flash
+    // (sigmoid routing with bias, one group; its routed scaling is not given, 1 here). With FP8 weights
+    // and SwiGLU they run the shapes; the gpt-oss layer and MXFP4 weights are issue 37's.
+    {"gpt-oss-20b", 32, 4, 2880, 2880, RoutingMethod::kTopkSoftmax, false, 1, 1, 1.0f, 7.0f},
+    {"deepseek-v4-flash", 256, 6, 4096, 2048, RoutingMethod::kSigmoidGrouped, true, 1, 1, 1.0f, 0.0f},
 };
 
 /// The layer configuration of preset `p` (routing from logits; `correction_bias`: the
