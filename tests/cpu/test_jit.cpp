@@ -132,6 +132,23 @@ TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
   }
 }
 
+// The MXFP4 expansion (kernels/sm90/mxfp4_expand.cuh) compiles as device code, through its
+// __byte_perm branch, for the weight loader that will use it.
+TEST(Jit, Mxfp4ExpansionCompilesForSm90a) {
+  const std::string src =
+      "#include \"kernels/sm90/mxfp4_expand.cuh\"\n"
+      "extern \"C\" __global__ void moekit_test_mxfp4_expand(const unsigned* packed, const signed char* shift,\n"
+      "                                                     unsigned* out, int n) {\n"
+      "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i >= n) return;\n"
+      "  unsigned lo, hi;\n"
+      "  moekit::sm90::mxfp4_expand8(packed[i], moekit::sm90::mxfp4_table(shift[i / 4]), lo, hi);\n"
+      "  out[2 * i] = lo;\n"
+      "  out[2 * i + 1] = hi;\n"
+      "}\n";
+  expect_compiles_clean(src, "moekit_test_mxfp4_expand");
+}
+
 TEST(Jit, DiskCacheIsReused) {
   const moekit::GemmConfig c{64, 32, 4, 1, 132};
   std::string entry;

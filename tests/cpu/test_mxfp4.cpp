@@ -1,11 +1,13 @@
 // MXFP4 on the host: codes, quantizer, exact dequantization, the FP8 form and gpt-oss's row order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "kernels/sm90/mxfp4_expand.cuh"
 #include "moekit/error.h"
 #include "moekit/mxfp4.h"
 #include "moekit/numerics.h"
@@ -190,6 +192,71 @@ TEST(Mxfp4, Fp8FormPropagatesNanScales) {
   std::vector<float> sb(1);
   moekit::mxfp4_to_fp8(codes.data(), 64, scales.data(), 4, 128, 128, q.data(), 128, sb.data());
   EXPECT_TRUE(std::isnan(sb[0]));
+}
+
+// The expansion the kernels' weight loader will run (kernels/sm90/mxfp4_expand.cuh) against the
+// host's E4M3 rounding of the same products, for every code and shift, including those below the
+// exact window (subnormal rounding) and −0.
+TEST(Mxfp4Expand, EveryCodeAndShiftMatchesTheE4m3Rounding) {
+  for (int shift = -24; shift <= 6; ++shift) {
+    const moekit::sm90::Mxfp4Table t = moekit::sm90::mxfp4_table(shift);
+    for (unsigned code = 0; code < 16; ++code) {
+      const uint8_t want = moekit::e4m3_from_float(std::ldexp(moekit::e2m1_to_float(uint8_t(code)), shift));
+      unsigned lo = 0, hi = 0;
+      moekit::sm90::mxfp4_expand8(code * 0x11111111u, t, lo, hi);  // the code in all eight places
+      EXPECT_EQ(lo, want * 0x01010101u) << "code " << code << " shift " << shift;
+      EXPECT_EQ(hi, want * 0x01010101u) << "code " << code << " shift " << shift;
+      if (shift >= moekit::kMxfp4MinShift)  // inside the window: exact
+        EXPECT_EQ(moekit::e4m3_to_float(uint8_t(want)), std::ldexp(moekit::e2m1_to_float(uint8_t(code)), shift));
+    }
+  }
+  EXPECT_EQ(moekit::sm90::mxfp4_shift(120, 130), -4);
+  EXPECT_EQ(moekit::sm90::mxfp4_shift(0, 254), moekit::sm90::kMxfp4ZeroShift);
+}
+
+TEST(Mxfp4Expand, EightCodesKeepTheirStorageOrder) {
+  std::mt19937 rng(13);
+  for (int i = 0; i < 2000; ++i) {
+    const unsigned packed = unsigned(rng());
+    const int shift = int(rng() % 24) - 17;
+    unsigned lo = 0, hi = 0;
+    moekit::sm90::mxfp4_expand8(packed, moekit::sm90::mxfp4_table(shift), lo, hi);
+    for (unsigned e = 0; e < 8; ++e) {
+      const uint8_t code = uint8_t((packed >> (4 * e)) & 15u);  // element e: byte e / 2, low nibble first
+      const unsigned got = ((e < 4 ? lo : hi) >> (8 * (e % 4))) & 0xFFu;
+      ASSERT_EQ(got, moekit::e4m3_from_float(std::ldexp(moekit::e2m1_to_float(code), shift))) << e;
+    }
+  }
+}
+
+// Expanding a matrix 32-block by 32-block with mxfp4_shift reproduces the host's FP8 form bit for
+// bit, also for scales far beyond the exact window.
+TEST(Mxfp4Expand, ReproducesTheFp8Form) {
+  const int64_t rows = 256, k = 384;
+  std::mt19937 rng(17);
+  std::vector<uint8_t> codes(size_t(rows * k / 2)), scales(size_t(rows * k / 32));
+  for (uint8_t& c : codes) c = uint8_t(rng());
+  for (uint8_t& s : scales) s = uint8_t(100 + rng() % 40);
+  std::vector<uint8_t> q(size_t(rows * k));
+  std::vector<float> sb(size_t(2 * 3));
+  moekit::mxfp4_to_fp8(codes.data(), k / 2, scales.data(), k / 32, rows, k, q.data(), k, sb.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < k / 32; ++b) {
+      unsigned m = 0;  // the 128 x 128 block's largest scale byte
+      for (int64_t rr = r / 128 * 128; rr < r / 128 * 128 + 128; ++rr)
+        for (int64_t bb = b / 4 * 4; bb < b / 4 * 4 + 4; ++bb) m = std::max(m, unsigned(scales[size_t(rr * (k / 32) + bb)]));
+      const moekit::sm90::Mxfp4Table t =
+          moekit::sm90::mxfp4_table(moekit::sm90::mxfp4_shift(scales[size_t(r * (k / 32) + b)], m));
+      for (int64_t w = 0; w < 4; ++w) {  // four words of eight codes
+        const uint8_t* src = codes.data() + r * (k / 2) + b * 16 + w * 4;
+        const unsigned packed = unsigned(src[0]) | unsigned(src[1]) << 8 | unsigned(src[2]) << 16 | unsigned(src[3]) << 24;
+        unsigned lo = 0, hi = 0;
+        moekit::sm90::mxfp4_expand8(packed, t, lo, hi);
+        for (int64_t e = 0; e < 8; ++e)
+          ASSERT_EQ(((e < 4 ? lo : hi) >> (8 * (e % 4))) & 0xFFu, q[size_t(r * k + b * 32 + w * 8 + e)])
+              << r << "," << b * 32 + w * 8 + e;
+      }
+    }
 }
 
 TEST(Mxfp4, GptOssW1RowsBecomeGateThenUp) {

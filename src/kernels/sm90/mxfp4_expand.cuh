@@ -1,0 +1,87 @@
+// MXFP4 → E4M3 expansion (docs/design.md §MXFP4 weights), shared by the host (tests, the FP8
+// form of include/moekit/mxfp4.h) and the planned weight loader of the sm90 GEMMs. Plain C++ with
+// no CUDA dependency, like fp8_gemm_layout.cuh; on the device the byte permutation is one prmt.
+//
+// A 32-block of codes with scale byte s, inside a 128 x 128 block whose largest scale byte is m,
+// expands with shift = s − m + 6 (≤ 6): each element becomes e4m3(e2m1 · 2^shift). Its eight
+// possible magnitudes form one 8-byte table, so four elements take one byte permutation plus
+// their sign bits.
+#pragma once
+
+namespace moekit::sm90 {
+
+/// Shifts at or below this expand every code to ±0 (6 · 2^−13 rounds to 0 in E4M3).
+inline constexpr int kMxfp4ZeroShift = -13;
+
+/// The expansion shift of a 32-block with scale byte s inside a 128 x 128 block whose largest
+/// scale byte is m (s ≤ m); shifts below kMxfp4ZeroShift all expand to zeros.
+constexpr int mxfp4_shift(unsigned s, unsigned m) {
+  const int d = int(s) - int(m) + 6;
+  return d < kMxfp4ZeroShift ? kMxfp4ZeroShift : d;
+}
+
+/// E4M3 bits of E2M1 magnitude `code & 7` times 2^shift (shift ≤ 6, so at most 6 · 2^6 = 384):
+/// exact while the product is a multiple of E4M3's smallest subnormal 2^−9, else rounded to
+/// nearest even among the subnormals, as the GPU's cvt.rn.satfinite.e4m3x2.f32 rounds.
+constexpr unsigned mxfp4_e4m3_magnitude(unsigned code, int shift) {
+  // Twice the E2M1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}, one nibble each.
+  const unsigned twice = (0xC8643210u >> (4u * (code & 7u))) & 0xFu;
+  if (twice == 0 || shift <= kMxfp4ZeroShift) return 0;
+  const int up = shift + 8;  // value = twice · 2^(shift − 1) = twice · 2^up units of 2^−9
+  if (up >= 0) {
+    const unsigned units = twice << up;
+    if (units < 8) return units;  // a subnormal, exact
+    const int p = twice >= 8 ? 3 : twice >= 4 ? 2 : twice >= 2 ? 1 : 0;  // twice = 2^p · (1 + half / 2)
+    const unsigned half = p >= 1 ? (twice >> (p - 1)) & 1u : 0u;
+    return (unsigned(p + shift - 1 + 7) << 3) | (half << 2);
+  }
+  const int d = -up;  // 1 … 4: round twice / 2^d to nearest even
+  const unsigned q = twice >> d, rem = twice & ((1u << d) - 1u), mid = 1u << (d - 1);
+  return q + ((rem > mid || (rem == mid && (q & 1u) != 0)) ? 1u : 0u);
+}
+
+/// The E4M3 bytes of the eight magnitudes under one shift: codes 0–3 in `lo`, 4–7 in `hi`.
+struct Mxfp4Table {
+  unsigned lo, hi;
+};
+
+constexpr Mxfp4Table mxfp4_table(int shift) {
+  Mxfp4Table t{0u, 0u};
+  for (unsigned c = 0; c < 4; ++c) {
+    t.lo |= mxfp4_e4m3_magnitude(c, shift) << (8u * c);
+    t.hi |= mxfp4_e4m3_magnitude(c + 4u, shift) << (8u * c);
+  }
+  return t;
+}
+
+/// Byte i of the result is byte (sel >> 4i) & 7 of {hi, lo} (prmt's default mode; sel's bit 3 of
+/// each nibble must be clear).
+inline unsigned mxfp4_byte_perm(unsigned lo, unsigned hi, unsigned sel) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(lo, hi, sel);
+#else
+  unsigned r = 0;
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned idx = (sel >> (4u * i)) & 7u;
+    const unsigned byte = idx < 4 ? (lo >> (8u * idx)) & 0xFFu : (hi >> (8u * (idx - 4u))) & 0xFFu;
+    r |= byte << (8u * i);
+  }
+  return r;
+#endif
+}
+
+/// The sign bits (bit 3) of four codes (nibbles of `codes`) as the sign bits (bit 7) of four bytes.
+constexpr unsigned mxfp4_sign_bytes(unsigned codes) {
+  return ((codes & 0x8u) << 4) | ((codes & 0x80u) << 8) | ((codes & 0x800u) << 12) | ((codes & 0x8000u) << 16);
+}
+
+/// Eight E2M1 codes as stored (element i in bits [4i, 4i + 4): the low nibble of each byte is the
+/// even element) → their E4M3 bytes under table t, elements 0–3 in out_lo and 4–7 in out_hi
+/// (little-endian: element order in memory). −0 stays −0 (0x80).
+inline void mxfp4_expand8(unsigned packed, Mxfp4Table t, unsigned& out_lo, unsigned& out_hi) {
+  const unsigned mag = packed & 0x77777777u;
+  out_lo = mxfp4_byte_perm(t.lo, t.hi, mag & 0xFFFFu) | mxfp4_sign_bytes(packed & 0xFFFFu);
+  out_hi = mxfp4_byte_perm(t.lo, t.hi, mag >> 16) | mxfp4_sign_bytes(packed >> 16);
+}
+
+}  // namespace moekit::sm90
