@@ -17,6 +17,9 @@ inline constexpr int64_t kMxfp4Block = 32;
 /// binades (4 · 2^7 > 448; 0.5 · 2^−9 is below E4M3's smallest subnormal).
 inline constexpr int kMxfp4MinShift = -8;
 inline constexpr int kMxfp4MaxShift = 6;
+/// Shifts at or below this make every element zero in E4M3 (6 · 2^−13 < 2^−10, half the smallest
+/// subnormal).
+inline constexpr int kMxfp4ZeroShift = -13;
 
 /// E2M1 code (its low 4 bits; bit 3 the sign) → value, exact: ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
 /// Code 8 is −0.
@@ -50,6 +53,13 @@ void dequantize_mxfp4(const uint8_t* codes, int64_t ldc, const uint8_t* scales, 
 /// [ceil(rows/128), ceil(k/128)] row-major: the layout of moekit's FP8 weights and their scales.
 void mxfp4_to_fp8(const uint8_t* codes, int64_t ldc, const uint8_t* scales, int64_t lds, int64_t rows, int64_t k,
                   uint8_t* q, int64_t ldq, float* sb);
+
+/// The scales in the form the expansion uses (src/kernels/sm90/mxfp4_expand.cuh): sb per 128 x 128
+/// block as mxfp4_to_fp8 writes it, and per 32-block the shift s − m + 6 (m the block's largest
+/// finite scale byte), clamped to [kMxfp4ZeroShift, 6] (−13 and below expand to zeros; a NaN scale's own
+/// block has sb = NaN). shifts [rows, k/32] (row stride ldsh), sb [ceil(rows/128), ceil(k/128)].
+void mxfp4_shifts(const uint8_t* scales, int64_t lds, int64_t rows, int64_t k, int8_t* shifts, int64_t ldsh,
+                  float* sb);
 
 /// The largest span, in binades, of the finite scale bytes inside any 128 x 128 block:
 /// max over blocks of (max s − min s) + 1. The FP8 form is exact iff this is at most 15.

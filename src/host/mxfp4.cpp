@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "common/check.h"
 #include "moekit/numerics.h"
@@ -97,11 +98,12 @@ void dequantize_mxfp4(const uint8_t* codes, int64_t ldc, const uint8_t* scales, 
           double(e2m1_to_float(code_at(codes, ldc, r, j))) * ue8m0_to_double(scales[r * lds + j / kMxfp4Block]);
 }
 
-void mxfp4_to_fp8(const uint8_t* codes, int64_t ldc, const uint8_t* scales, int64_t lds, int64_t rows, int64_t k,
-                  uint8_t* q, int64_t ldq, float* sb) {
-  require_layout(rows, k, ldc, lds, codes, scales, "mxfp4_to_fp8");
-  MOEKIT_REQUIRE(ldq >= k && (rows * k == 0 || (q != nullptr && sb != nullptr)), ErrorCode::kInvalidArgument,
-                 "moekit::mxfp4_to_fp8: ldq = ", ldq, " < k = ", k, " or null q / sb");
+void mxfp4_shifts(const uint8_t* scales, int64_t lds, int64_t rows, int64_t k, int8_t* shifts, int64_t ldsh,
+                  float* sb) {
+  MOEKIT_REQUIRE(rows >= 0 && k >= 0 && k % kMxfp4Block == 0 && lds >= k / kMxfp4Block && ldsh >= k / kMxfp4Block &&
+                     (rows * k == 0 || (scales != nullptr && shifts != nullptr && sb != nullptr)),
+                 ErrorCode::kInvalidArgument, "moekit::mxfp4_shifts: bad shape ", rows, " x ", k, ", lds ", lds,
+                 ", ldsh ", ldsh, " or null pointers");
   const int64_t kb_count = ceil_div(k, kQuantBlock);
   for (int64_t nb = 0; nb < ceil_div(rows, kQuantBlock); ++nb) {
     const int64_t r0 = nb * kQuantBlock, r1 = std::min(rows, r0 + kQuantBlock);
@@ -117,16 +119,26 @@ void mxfp4_to_fp8(const uint8_t* codes, int64_t ldc, const uint8_t* scales, int6
         }
       sb[nb * kb_count + kb] = nan ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, m - 133);
       for (int64_t r = r0; r < r1; ++r)
-        for (int64_t b = b0; b < b1; ++b) {
-          const int shift = int(scales[r * lds + b]) - m + kMxfp4MaxShift;  // <= 6
-          for (int64_t j = b * kMxfp4Block; j < (b + 1) * kMxfp4Block; ++j) {
-            // e2m1 · 2^shift is exact in FP32 for any shift >= -133; E4M3 rounds it (RNE) below 2^-9.
-            const float v = std::ldexp(e2m1_to_float(code_at(codes, ldc, r, j)), std::max(shift, -140));
-            q[r * ldq + j] = e4m3_from_float(v);
-          }
-        }
+        for (int64_t b = b0; b < b1; ++b)
+          shifts[r * ldsh + b] = int8_t(std::clamp(int(scales[r * lds + b]) - m + kMxfp4MaxShift, kMxfp4ZeroShift, kMxfp4MaxShift));
     }
   }
+}
+
+void mxfp4_to_fp8(const uint8_t* codes, int64_t ldc, const uint8_t* scales, int64_t lds, int64_t rows, int64_t k,
+                  uint8_t* q, int64_t ldq, float* sb) {
+  require_layout(rows, k, ldc, lds, codes, scales, "mxfp4_to_fp8");
+  MOEKIT_REQUIRE(ldq >= k && (rows * k == 0 || (q != nullptr && sb != nullptr)), ErrorCode::kInvalidArgument,
+                 "moekit::mxfp4_to_fp8: ldq = ", ldq, " < k = ", k, " or null q / sb");
+  std::vector<int8_t> shifts(size_t(rows * (k / kMxfp4Block)));
+  mxfp4_shifts(scales, lds, rows, k, shifts.data(), k / kMxfp4Block, sb);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      // e2m1 · 2^shift is exact in FP32; E4M3 rounds it (RNE) below 2^-9. The clamp at
+      // kMxfp4ZeroShift changes nothing: such values round to zero either way.
+      const int shift = shifts[size_t(r * (k / kMxfp4Block) + j / kMxfp4Block)];
+      q[r * ldq + j] = e4m3_from_float(std::ldexp(e2m1_to_float(code_at(codes, ldc, r, j)), shift));
+    }
 }
 
 int mxfp4_max_block_span(const uint8_t* scales, int64_t lds, int64_t rows, int64_t k) {

@@ -259,6 +259,45 @@ TEST(Mxfp4Expand, ReproducesTheFp8Form) {
     }
 }
 
+// The loader's scales: expanding with mxfp4_shifts' shifts reproduces the FP8 form bit for bit.
+TEST(Mxfp4Expand, ShiftsFeedTheExpansion) {
+  static_assert(moekit::kMxfp4ZeroShift == moekit::sm90::kMxfp4ZeroShift);
+  const int64_t rows = 200, k = 2880;
+  std::mt19937 rng(23);
+  std::vector<uint8_t> codes(size_t(rows * k / 2)), scales(size_t(rows * k / 32));
+  for (uint8_t& c : codes) c = uint8_t(rng());
+  for (uint8_t& s : scales) s = uint8_t(90 + rng() % 45);
+  scales[77] = 255;  // a NaN scale: its block's sb is NaN, its shift stays in range
+  std::vector<uint8_t> q(size_t(rows * k));
+  const size_t nsb = size_t(moekit::ceil_div(rows, 128) * moekit::ceil_div(k, 128));
+  std::vector<float> sb_q(nsb), sb(nsb);
+  moekit::mxfp4_to_fp8(codes.data(), k / 2, scales.data(), k / 32, rows, k, q.data(), k, sb_q.data());
+  std::vector<int8_t> shifts(size_t(rows * k / 32));
+  moekit::mxfp4_shifts(scales.data(), k / 32, rows, k, shifts.data(), k / 32, sb.data());
+  for (size_t i = 0; i < nsb; ++i) {
+    if (std::isnan(sb_q[i])) EXPECT_TRUE(std::isnan(sb[i])) << i;
+    else EXPECT_EQ(sb[i], sb_q[i]) << i;
+  }
+  EXPECT_TRUE(std::isnan(sb[19]));  // scale 77: row 0, 32-block 77, so K block 19 of row block 0
+  EXPECT_FALSE(std::isnan(sb[18]));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const int shift = shifts[size_t(r * (k / 32) + b)];
+      ASSERT_GE(shift, moekit::kMxfp4ZeroShift);
+      ASSERT_LE(shift, moekit::kMxfp4MaxShift);
+      const moekit::sm90::Mxfp4Table t = moekit::sm90::mxfp4_table(shift);
+      for (int64_t w = 0; w < 4; ++w) {
+        const uint8_t* src = codes.data() + r * (k / 2) + b * 16 + w * 4;
+        const unsigned packed = unsigned(src[0]) | unsigned(src[1]) << 8 | unsigned(src[2]) << 16 | unsigned(src[3]) << 24;
+        unsigned lo = 0, hi = 0;
+        moekit::sm90::mxfp4_expand8(packed, t, lo, hi);
+        for (int64_t e = 0; e < 8; ++e)
+          ASSERT_EQ(((e < 4 ? lo : hi) >> (8 * (e % 4))) & 0xFFu, q[size_t(r * k + b * 32 + w * 8 + e)])
+              << r << "," << b * 32 + w * 8 + e;
+      }
+    }
+}
+
 TEST(Mxfp4, GptOssW1RowsBecomeGateThenUp) {
   const int64_t inter = 5;
   EXPECT_EQ(moekit::gpt_oss_w1_source_row(0, inter), 0);
