@@ -8,9 +8,13 @@
 #include <vector>
 
 #include "common/check.h"
+#include "kernels/sm90/mxfp4_expand.cuh"
 #include "moekit/numerics.h"
 
 namespace moekit {
+
+static_assert(kMxfp4ZeroShift == sm90::kMxfp4ZeroShift && kMxfp4MaxShift == 6,
+              "the public MXFP4 shift limits are the expansion's (kernels/sm90/mxfp4_expand.cuh)");
 
 namespace {
 
@@ -120,7 +124,7 @@ void mxfp4_shifts(const uint8_t* scales, int64_t lds, int64_t rows, int64_t k, i
       sb[nb * kb_count + kb] = nan ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, m - 133);
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t b = b0; b < b1; ++b)
-          shifts[r * ldsh + b] = int8_t(std::clamp(int(scales[r * lds + b]) - m + kMxfp4MaxShift, kMxfp4ZeroShift, kMxfp4MaxShift));
+          shifts[r * ldsh + b] = int8_t(sm90::mxfp4_shift(scales[r * lds + b], unsigned(m)));
     }
   }
 }

@@ -44,6 +44,20 @@ std::vector<double> fp8_activation(const std::vector<float>& x, int64_t k) {
   return out;
 }
 
+// The reference configured for gpt-oss's layer, all experts local.
+moekit::detail::MoeReferenceConfig gpt_oss_config(int e, int k, int64_t h, int64_t inter, float limit, float alpha) {
+  moekit::detail::MoeReferenceConfig c;
+  c.num_experts = e;
+  c.top_k = k;
+  c.hidden = h;
+  c.inter = inter;
+  c.limit = limit;
+  c.local_count = e;
+  c.gpt_oss_activation = true;
+  c.alpha = alpha;
+  return c;
+}
+
 TEST(GptOssReference, MatchesADirectEvaluationOfTheMxfp4Layer) {
   const int E = 3, K = 2;
   const int64_t H = 256, I = 160, T = 4;  // I = 160: partial 128-blocks along N and K
@@ -91,15 +105,7 @@ TEST(GptOssReference, MatchesADirectEvaluationOfTheMxfp4Layer) {
   }
   ASSERT_LE(span, 15);  // checkpoint-like weights: the FP8 form is exact
 
-  moekit::detail::MoeReferenceConfig c;
-  c.num_experts = E;
-  c.top_k = K;
-  c.hidden = H;
-  c.inter = I;
-  c.limit = limit;
-  c.local_count = E;
-  c.gpt_oss_activation = true;
-  c.alpha = alpha;
+  const moekit::detail::MoeReferenceConfig c = gpt_oss_config(E, K, H, I, limit, alpha);
   const std::vector<double> ref = moekit::detail::moe_reference(
       c, x.data(), ids.data(), wts.data(), T,
       moekit::detail::moe_reference_fetch_all(c, q1.data(), s1.data(), q2.data(), s2.data(), b1.data(), b2.data()));
@@ -163,14 +169,7 @@ TEST(GptOssReference, SecondBiasIsWeightedByTheRouter) {
   for (uint16_t& v : x) v = moekit::bf16_from_float(std::normal_distribution<float>(0.0f, 1.0f)(rng));
   const std::vector<int32_t> ids = {0, 1, 1, 1, 0, -1};
   const std::vector<float> w = {0.25f, 0.75f, 0.5f, 0.5f, 1.0f, 1.0f};
-  moekit::detail::MoeReferenceConfig c;
-  c.num_experts = E;
-  c.top_k = K;
-  c.hidden = H;
-  c.inter = I;
-  c.limit = 7.0f;
-  c.local_count = E;
-  c.gpt_oss_activation = true;
+  const moekit::detail::MoeReferenceConfig c = gpt_oss_config(E, K, H, I, 7.0f, 1.702f);
   const auto without = moekit::detail::moe_reference(
       c, x.data(), ids.data(), w.data(), T,
       moekit::detail::moe_reference_fetch_all(c, q1.data(), s1.data(), q2.data(), s2.data()));

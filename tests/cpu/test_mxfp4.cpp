@@ -212,6 +212,7 @@ TEST(Mxfp4Expand, EveryCodeAndShiftMatchesTheE4m3Rounding) {
   }
   EXPECT_EQ(moekit::sm90::mxfp4_shift(120, 130), -4);
   EXPECT_EQ(moekit::sm90::mxfp4_shift(0, 254), moekit::sm90::kMxfp4ZeroShift);
+  EXPECT_EQ(moekit::sm90::mxfp4_shift(255, 130), 6);  // a NaN scale byte stays in the table's range
 }
 
 TEST(Mxfp4Expand, EightCodesKeepTheirStorageOrder) {
@@ -231,6 +232,22 @@ TEST(Mxfp4Expand, EightCodesKeepTheirStorageOrder) {
 
 // Expanding a matrix 32-block by 32-block with mxfp4_shift reproduces the host's FP8 form bit for
 // bit, also for scales far beyond the exact window.
+// Expands 32-block b of row r (codes [rows, k/2]) with `shift`, four words of eight codes at a
+// time as the loader will, and compares with the FP8 form q [rows, k].
+bool expands_to(const std::vector<uint8_t>& codes, int64_t k, int64_t r, int64_t b, int shift,
+                const std::vector<uint8_t>& q) {
+  const moekit::sm90::Mxfp4Table t = moekit::sm90::mxfp4_table(shift);
+  for (int64_t w = 0; w < 4; ++w) {
+    const uint8_t* src = codes.data() + r * (k / 2) + b * 16 + w * 4;
+    const unsigned packed = unsigned(src[0]) | unsigned(src[1]) << 8 | unsigned(src[2]) << 16 | unsigned(src[3]) << 24;
+    unsigned lo = 0, hi = 0;
+    moekit::sm90::mxfp4_expand8(packed, t, lo, hi);
+    for (int64_t e = 0; e < 8; ++e)
+      if ((((e < 4 ? lo : hi) >> (8 * (e % 4))) & 0xFFu) != q[size_t(r * k + b * 32 + w * 8 + e)]) return false;
+  }
+  return true;
+}
+
 TEST(Mxfp4Expand, ReproducesTheFp8Form) {
   const int64_t rows = 256, k = 384;
   std::mt19937 rng(17);
@@ -245,23 +262,13 @@ TEST(Mxfp4Expand, ReproducesTheFp8Form) {
       unsigned m = 0;  // the 128 x 128 block's largest scale byte
       for (int64_t rr = r / 128 * 128; rr < r / 128 * 128 + 128; ++rr)
         for (int64_t bb = b / 4 * 4; bb < b / 4 * 4 + 4; ++bb) m = std::max(m, unsigned(scales[size_t(rr * (k / 32) + bb)]));
-      const moekit::sm90::Mxfp4Table t =
-          moekit::sm90::mxfp4_table(moekit::sm90::mxfp4_shift(scales[size_t(r * (k / 32) + b)], m));
-      for (int64_t w = 0; w < 4; ++w) {  // four words of eight codes
-        const uint8_t* src = codes.data() + r * (k / 2) + b * 16 + w * 4;
-        const unsigned packed = unsigned(src[0]) | unsigned(src[1]) << 8 | unsigned(src[2]) << 16 | unsigned(src[3]) << 24;
-        unsigned lo = 0, hi = 0;
-        moekit::sm90::mxfp4_expand8(packed, t, lo, hi);
-        for (int64_t e = 0; e < 8; ++e)
-          ASSERT_EQ(((e < 4 ? lo : hi) >> (8 * (e % 4))) & 0xFFu, q[size_t(r * k + b * 32 + w * 8 + e)])
-              << r << "," << b * 32 + w * 8 + e;
-      }
+      ASSERT_TRUE(expands_to(codes, k, r, b, moekit::sm90::mxfp4_shift(scales[size_t(r * (k / 32) + b)], m), q))
+          << r << "," << b;
     }
 }
 
 // The loader's scales: expanding with mxfp4_shifts' shifts reproduces the FP8 form bit for bit.
 TEST(Mxfp4Expand, ShiftsFeedTheExpansion) {
-  static_assert(moekit::kMxfp4ZeroShift == moekit::sm90::kMxfp4ZeroShift);
   const int64_t rows = 200, k = 2880;
   std::mt19937 rng(23);
   std::vector<uint8_t> codes(size_t(rows * k / 2)), scales(size_t(rows * k / 32));
@@ -285,16 +292,7 @@ TEST(Mxfp4Expand, ShiftsFeedTheExpansion) {
       const int shift = shifts[size_t(r * (k / 32) + b)];
       ASSERT_GE(shift, moekit::kMxfp4ZeroShift);
       ASSERT_LE(shift, moekit::kMxfp4MaxShift);
-      const moekit::sm90::Mxfp4Table t = moekit::sm90::mxfp4_table(shift);
-      for (int64_t w = 0; w < 4; ++w) {
-        const uint8_t* src = codes.data() + r * (k / 2) + b * 16 + w * 4;
-        const unsigned packed = unsigned(src[0]) | unsigned(src[1]) << 8 | unsigned(src[2]) << 16 | unsigned(src[3]) << 24;
-        unsigned lo = 0, hi = 0;
-        moekit::sm90::mxfp4_expand8(packed, t, lo, hi);
-        for (int64_t e = 0; e < 8; ++e)
-          ASSERT_EQ(((e < 4 ? lo : hi) >> (8 * (e % 4))) & 0xFFu, q[size_t(r * k + b * 32 + w * 8 + e)])
-              << r << "," << b * 32 + w * 8 + e;
-      }
+      ASSERT_TRUE(expands_to(codes, k, r, b, shift, q)) << r << "," << b;
     }
 }
 

@@ -14,10 +14,11 @@ namespace moekit::sm90 {
 inline constexpr int kMxfp4ZeroShift = -13;
 
 /// The expansion shift of a 32-block with scale byte s inside a 128 x 128 block whose largest
-/// scale byte is m (s ≤ m); shifts below kMxfp4ZeroShift all expand to zeros.
+/// finite scale byte is m, clamped to [kMxfp4ZeroShift, 6]: lower shifts all expand to zeros, and
+/// a NaN scale byte (255, above m) leaves its block's scale NaN anyway.
 constexpr int mxfp4_shift(unsigned s, unsigned m) {
   const int d = int(s) - int(m) + 6;
-  return d < kMxfp4ZeroShift ? kMxfp4ZeroShift : d;
+  return d < kMxfp4ZeroShift ? kMxfp4ZeroShift : d > 6 ? 6 : d;
 }
 
 /// E4M3 bits of E2M1 magnitude `code & 7` times 2^shift (shift ≤ 6, so at most 6 · 2^6 = 384):
