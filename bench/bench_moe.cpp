@@ -3,7 +3,7 @@
 //
 //   moekit bench moe [--preset NAME|all] [--tokens 1,8,64,...] [--reps R] [--format text|csv|json]
 //                    [--no-check] [--no-baseline] [--gemm1-promote-k 0|32|64|128] [--cooldown-ms MS]
-//                    [--energy] [--data checkpoint|uniform|normal] [--explain]
+//                    [--energy] [--data checkpoint|uniform|normal] [--weights fp8|mxfp4] [--explain]
 //
 // Inputs (bench_util.h, BenchData): --data checkpoint (the default) makes the weights as a model
 // checkpoint's, bf16 N(0, 0.02²) quantized by SPEC §1's 128x128 quantizer (codes and scales), and
@@ -41,6 +41,11 @@
 //                cuBLASLt needs each GEMM's A scales as one dense [kb, m] block, so every expert
 //                GEMM is preceded by one small 2D copy of its rows' scales (counted in base_us).
 //                vs_base = base_us / us; base_diff = ‖y − y_base‖ / ‖y_base‖ over all rows.
+// --weights mxfp4: the layer runs MXFP4 experts (MoeWeightFormat::kMxfp4): bf16 N(0, 0.02²) weights
+// quantized by the OCP MX rule (checkpoint data only). floor_us and weight_GB/s then count their
+// bytes (codes + UE8M0 scales: 4.25 bits a weight); the reference check and the cuBLASLt baseline
+// use their FP8 form (moekit::mxfp4_to_fp8, computed on the device), and fp8_us times the FP8 layer
+// on that form in the same run: the in-process baseline (vs_fp8 = fp8_us / us).
 // --energy adds an "energy" line per T: after a cool-down, at least 1.5 s of back-to-back forwards
 // (at least R), joules per layer from NVML's energy counter and the average power over them — at
 // prefill sizes the layer runs at the GPU's power limit, where its time follows its energy
@@ -70,6 +75,7 @@
 #include "bench/bench_util.h"
 #include "bench/moe_presets.h"
 #include "common/check.h"
+#include "moe/moe_gemm.h"
 #include "moe/moe_stage_trace.h"
 #include "moekit/moekit.h"
 #include "runtime/device.h"
@@ -123,7 +129,7 @@ void usage(FILE* out) {
                "                        [--format text|csv|json] [--no-check] [--no-baseline]\n"
                "                        [--gemm1-promote-k 0|32|64|128] [--gemm1-input auto|permuted|gathered]\n"
                "                        [--cooldown-ms MS] [--energy] [--data checkpoint|uniform|normal] [--explain]\n"
-               "                        [--loop N]\n"
+               "                        [--loop N] [--weights fp8|mxfp4]\n"
                "  presets: deepseek-v3 (default), kimi-k2, qwen3-235b-a22b, qwen3-30b-a3b, mixtral-8x7b,\n"
                "           gpt-oss-120b, deepseek-v2-lite, gpt-oss-20b, deepseek-v4-flash, all\n"
                "  tokens default: 1,8,64,256,1024,4096,16384\n"
@@ -142,6 +148,8 @@ void usage(FILE* out) {
                "                 E4M3 weight code equally likely, scales random in [0.5e-4, 1e-4)) or normal\n"
                "                 (x ~ N(0, 1), weight codes of amax-scaled normal data as DeepGEMM's tests make\n"
                "                 them, random scales)\n"
+               "  --weights W    fp8 (default) or mxfp4: MXFP4 experts (checkpoint data), timed against the FP8\n"
+               "                 layer on their FP8 form (fp8_us, vs_fp8)\n"
                "  --explain      print the forward's plan per preset and T (layout, routing + sort fusion, gather\n"
                "                 or permute, GEMM1 / GEMM2 configurations, scheduling, workspace) instead of\n"
                "                 measuring; needs no GPU (uses the H100's limits then, and says so)\n");
@@ -322,6 +330,7 @@ int bench_moe_main(int argc, char** argv) {
   BenchData data = BenchData::kCheckpoint;
   int promote_k = MoeConfig{}.gemm1_promote_k;
   MoeGemm1Input gemm1_input = MoeConfig{}.gemm1_input;
+  bool mxfp4 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--preset" && i + 1 < argc) preset = argv[++i];
@@ -342,6 +351,14 @@ int bench_moe_main(int argc, char** argv) {
       }
     }
     else if (arg == "--gemm1-promote-k" && i + 1 < argc) promote_k = std::atoi(argv[++i]);
+    else if (arg == "--weights" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "fp8" && v != "mxfp4") {
+        std::fprintf(stderr, "moekit bench moe: --weights must be fp8 or mxfp4 (got '%s')\n", v.c_str());
+        return 2;
+      }
+      mxfp4 = v == "mxfp4";
+    }
     else if (arg == "--gemm1-input" && i + 1 < argc) {
       const std::string v = argv[++i];
       if (v == "auto") gemm1_input = MoeGemm1Input::kAuto;
@@ -387,7 +404,12 @@ int bench_moe_main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  if (explain) return explain_moe_plans(presets, tokens, promote_k, gemm1_input);
+  if (mxfp4 && data != BenchData::kCheckpoint) {
+    std::fprintf(stderr, "moekit bench moe: --weights mxfp4 makes checkpoint-like weights only (no --data %s)\n",
+                 bench_data_name(data));
+    return 2;
+  }
+  if (explain) return explain_moe_plans(presets, tokens, promote_k, gemm1_input, mxfp4);
   if (!detail::gpu_available()) {
     std::fprintf(stderr, "moekit bench moe: no CUDA device visible\n");
     return 1;
@@ -425,7 +447,7 @@ int bench_moe_main(int argc, char** argv) {
   if (with_baseline) lt = std::make_unique<baseline::CublasLt>();
   std::vector<std::string> stage_lines, energy_lines, loop_lines;
   Table table({"preset", "T", "experts_hit", "rel_l2", "row_med", "row_max", "us", "route_us", "moe_us", "TFLOPS",
-               "weight_GB/s", "floor_us", "x_floor", "base_us", "vs_base", "base_diff", "note"});
+               "weight_GB/s", "floor_us", "x_floor", "fp8_us", "vs_fp8", "base_us", "vs_base", "base_diff", "note"});
   int failures = 0;
   for (const Preset* p : presets) {
     const int64_t h = p->h, I = p->inter, E = p->e;
@@ -433,7 +455,17 @@ int bench_moe_main(int argc, char** argv) {
     DeviceBuffer w1(size_t(E * 2 * I * h)), w2(size_t(E * h * I));
     DeviceBuffer sw1(size_t(E * ceil_div(2 * I, 128) * kbh * 4)), sw2(size_t(E * kbh * kbi * 4));
     DeviceBuffer bias(size_t(E * 4));
-    if (data == BenchData::kCheckpoint) {  // codes and the quantizer's scales: W1 [E, 2I, H], W2 [E, H, I]
+    DeviceBuffer c1, s1, c2, s2;  // --weights mxfp4: codes and scales (w1 ... sw2 hold their FP8 form)
+    if (mxfp4) {
+      c1 = DeviceBuffer(size_t(E * 2 * I * h / 2));
+      s1 = DeviceBuffer(size_t(E * 2 * I * h / 32));
+      c2 = DeviceBuffer(size_t(E * h * I / 2));
+      s2 = DeviceBuffer(size_t(E * h * I / 32));
+      detail::fill_checkpoint_mxfp4(c1.as<uint8_t>(), s1.as<uint8_t>(), E, 2 * I, h, kCheckpointWeightSigma, 11, stream);
+      detail::fill_checkpoint_mxfp4(c2.as<uint8_t>(), s2.as<uint8_t>(), E, h, I, kCheckpointWeightSigma, 12, stream);
+      detail::mxfp4_to_fp8_device(c1.get(), s1.as<uint8_t>(), int(E), 2 * I, h, w1.get(), sw1.as<float>(), stream);
+      detail::mxfp4_to_fp8_device(c2.get(), s2.as<uint8_t>(), int(E), h, I, w2.get(), sw2.as<float>(), stream);
+    } else if (data == BenchData::kCheckpoint) {  // codes and the quantizer's scales: W1 [E, 2I, H], W2 [E, H, I]
       detail::fill_checkpoint_weights(w1.get(), sw1.as<float>(), E, 2 * I, h, kCheckpointWeightSigma, 11, stream);
       detail::fill_checkpoint_weights(w2.get(), sw2.as<float>(), E, h, I, kCheckpointWeightSigma, 12, stream);
     } else {
@@ -445,17 +477,32 @@ int bench_moe_main(int argc, char** argv) {
     detail::fill_random_f32(bias.as<float>(), E, -0.01f, 0.01f, 15, stream);
     const MoeConfig cfg = preset_moe_config(*p, promote_k, gemm1_input, bias.as<float>());
     const RoutingConfig& rc = *cfg.routing;
-    MoeLayer layer(cfg);
-    DeviceBuffer prepared(layer.prepared_weight_bytes());
-    layer.prepare_weights({w1.get(), sw1.as<float>(), w2.get(), sw2.as<float>()}, prepared.get(), prepared.bytes(),
-                          stream);
-    const double expert_bytes = double(2 * I * h + h * I) + 4.0 * double(ceil_div(2 * I, 128) * kbh + kbh * kbi);
+    MoeConfig cfg_mx = cfg;
+    cfg_mx.weight_format = MoeWeightFormat::kMxfp4;
+    MoeLayer layer(mxfp4 ? cfg_mx : cfg), fp8_layer(cfg);
+    DeviceBuffer prepared(layer.prepared_weight_bytes()), fp8_prepared;
+    MoeWeights mw;
+    mw.w1 = c1.get();
+    mw.w1_scales = c1.get() ? s1.as<uint8_t>() : nullptr;
+    mw.w2 = c2.get();
+    mw.w2_scales = c2.get() ? s2.as<uint8_t>() : nullptr;
+    const MoeWeights fw{w1.get(), sw1.as<float>(), w2.get(), sw2.as<float>()};
+    layer.prepare_weights(mxfp4 ? mw : fw, prepared.get(), prepared.bytes(), stream);
+    if (mxfp4) {
+      fp8_prepared = DeviceBuffer(fp8_layer.prepared_weight_bytes());
+      fp8_layer.prepare_weights(fw, fp8_prepared.get(), fp8_prepared.bytes(), stream);
+    }
+    // Bytes per expert of what the layer streams: FP8 codes + FP32 block scales, or MXFP4 codes + UE8M0 scales.
+    const double weights = double(2 * I * h + h * I);
+    const double expert_bytes =
+        mxfp4 ? weights / 2 + weights / 32 : weights + 4.0 * double(ceil_div(2 * I, 128) * kbh + kbh * kbi);
     for (int64_t t : tokens) {
       std::fprintf(stderr, "[%s T=%lld]\n", p->name, (long long)t);
       std::vector<std::string> row = {p->name, std::to_string(t)};
       std::vector<std::string> notes;
       std::string hit_s = "-", rel_s = "-", rmed_s = "-", rmax_s = "-", us_s = "-", route_s = "-", moe_s = "-",
-                  tf_s = "-", gbs_s = "-", floor_s = "-", xf_s = "-", base_s = "-", vsb_s = "-", bdiff_s = "-";
+                  tf_s = "-", gbs_s = "-", floor_s = "-", xf_s = "-", base_s = "-", vsb_s = "-", bdiff_s = "-",
+                  fp8_s = "-", vsf_s = "-";
       try {
         const int64_t tk = std::max<int64_t>(t * p->k, 1);
         DeviceBuffer x(size_t(std::max<int64_t>(t, 1) * h * 2)), logits(size_t(std::max<int64_t>(t, 1) * E * 4));
@@ -492,6 +539,13 @@ int bench_moe_main(int argc, char** argv) {
             stream, 2, reps);
         cool_down(pass_us, cooldown_ms);
         const double moe_us = time_median_us([&](int) { layer.forward(a_ids, stream); }, stream, 2, reps);
+        if (mxfp4) {  // the in-process baseline: the FP8 layer on the same shapes and values
+          fp8_layer.prepare_kernels(t, ws.get(), ws.bytes(), stream);
+          cool_down(pass_us, cooldown_ms);
+          const double fp8_us = time_median_us([&](int) { fp8_layer.forward(a, stream); }, stream, 2, reps);
+          fp8_s = fmt("%.1f", fp8_us);
+          vsf_s = fmt("%.2f", fp8_us / us);
+        }
         cool_down(pass_us, cooldown_ms);
         stage_lines.push_back(fmt("# stages %s T=%lld (us): ", p->name, (long long)t) +
                               stage_breakdown([&] { layer.forward(a, stream); }, stream, reps));
@@ -562,8 +616,8 @@ int bench_moe_main(int argc, char** argv) {
       }
       std::string note;
       for (const auto& s : notes) note += (note.empty() ? "" : "; ") + s;
-      row.insert(row.end(), {hit_s, rel_s, rmed_s, rmax_s, us_s, route_s, moe_s, tf_s, gbs_s, floor_s, xf_s, base_s,
-                             vsb_s, bdiff_s, note.empty() ? "-" : note});
+      row.insert(row.end(), {hit_s, rel_s, rmed_s, rmax_s, us_s, route_s, moe_s, tf_s, gbs_s, floor_s, xf_s, fp8_s,
+                             vsf_s, base_s, vsb_s, bdiff_s, note.empty() ? "-" : note});
       table.add_row(std::move(row));
       if (format == "text") {  // progress: print the table so far
         std::fprintf(stderr, "  %s us, rel_l2 %s, row_med %s, row_max %s, base %s us\n", us_s.c_str(), rel_s.c_str(),

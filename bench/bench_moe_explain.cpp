@@ -38,7 +38,7 @@ MoeConfig preset_moe_config(const Preset& p, int promote_k, MoeGemm1Input gemm1_
 }
 
 int explain_moe_plans(const std::vector<const Preset*>& presets, const std::vector<int64_t>& tokens, int promote_k,
-                      MoeGemm1Input gemm1_input) {
+                      MoeGemm1Input gemm1_input, bool mxfp4) {
   const bool gpu = detail::gpu_available();
   const detail::GemmDeviceLimits limits = gpu ? detail::device_limits() : detail::GemmDeviceLimits{};
   if (gpu) {
@@ -51,7 +51,9 @@ int explain_moe_plans(const std::vector<const Preset*>& presets, const std::vect
   }
   try {
     for (const Preset* p : presets) {
-      const MoeConfig cfg = MoeLayer(preset_moe_config(*p, promote_k, gemm1_input, nullptr)).config();
+      MoeConfig given = preset_moe_config(*p, promote_k, gemm1_input, nullptr);
+      if (mxfp4) given.weight_format = MoeWeightFormat::kMxfp4;
+      const MoeConfig cfg = MoeLayer(given).config();
       std::printf("\n== %s ==\n", p->name);
       for (int64_t t : tokens) {
         const size_t sort_scratch = gpu && t > 0 && detail::moe_fused_layout(cfg.inter)

@@ -40,8 +40,9 @@ MoeConfig preset_moe_config(const Preset& p, int promote_k, MoeGemm1Input gemm1_
                             const float* correction_bias);
 
 /// `moekit bench moe --explain`: prints the forward's plan (planning/moe_plan.h) for every preset
-/// and T, for the current GPU's limits or, without one, the H100's. Returns the exit status.
+/// and T, for the current GPU's limits or, without one, the H100's (`mxfp4`: MXFP4 expert weights).
+/// Returns the exit status.
 int explain_moe_plans(const std::vector<const Preset*>& presets, const std::vector<int64_t>& tokens, int promote_k,
-                      MoeGemm1Input gemm1_input);
+                      MoeGemm1Input gemm1_input, bool mxfp4 = false);
 
 }  // namespace moekit::bench

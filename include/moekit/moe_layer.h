@@ -37,6 +37,17 @@ enum class MoeGemm1Input {
               ///< Falls back to kPermuted when T · H ≥ 2^32.
 };
 
+/// How the expert weights are stored (MoeWeights).
+enum class MoeWeightFormat {
+  kFp8,    ///< FP8 E4M3 with one FP32 scale per 128 x 128 block (DeepSeek-V3, SPEC §3)
+  /// MXFP4 (OCP MX, SPEC §6): E2M1 codes, two per byte along K, and one UE8M0 scale per 32 of K
+  /// (gpt-oss, DeepSeek-V4's experts). The GEMMs stream the 4-bit codes and expand them in shared
+  /// memory into the FP8 tensor-core path, with one FP32 scale per 128 x 128 block
+  /// (moekit::mxfp4_to_fp8 in moekit/mxfp4.h: exact while a block's scales span at most 15
+  /// binades).
+  kMxfp4,
+};
+
 /// Shape and options of one MoE layer.
 struct MoeConfig {
   int num_experts = 0;   ///< E: experts of the whole model (ids are in [0, E)); 1 ≤ E ≤ 65536
@@ -65,18 +76,28 @@ struct MoeConfig {
   /// FP8, which turns the tensor core's reduced-precision accumulation (its error grows with the
   /// chain) into whole E4M3 steps of h; see docs/performance.md §GEMM1 accumulation chains for the
   /// measured errors and costs. 128 (DeepGEMM's choice) is the fastest at prefill sizes and the
-  /// least accurate.
+  /// least accurate. With MXFP4 weights the automatic choice is 64 at every size (a K block
+  /// streams in half the time, and 32 measured slower there).
   int gemm1_promote_k = 0;
-  /// GEMM1's activation path (MoeGemm1Input); automatic by default.
+  /// GEMM1's activation path (MoeGemm1Input); automatic by default. MXFP4 weights always take the
+  /// permuted copy (the gather's threads expand the weights there).
   MoeGemm1Input gemm1_input = MoeGemm1Input::kAuto;
+  /// The expert weights' format (MoeWeights). kMxfp4 needs H a multiple of 32 and I of 64.
+  MoeWeightFormat weight_format = MoeWeightFormat::kFp8;
 };
 
-/// The user's weights of the local experts in the SPEC §3 convention (device pointers).
+/// The user's weights of the local experts in the SPEC §3 convention (device pointers): W1's rows
+/// [0, I) are the gate rows and [I, 2I) the up rows (gpt-oss's checkpoints interleave them:
+/// moekit::gpt_oss_w1_to_moekit_rows reorders).
 struct MoeWeights {
-  const void* w1 = nullptr;   ///< FP8 E4M3 [E_local, 2I, H]: rows [0, I) gate, [I, 2I) up; 16-byte aligned
-  const float* sw1 = nullptr; ///< FP32 [E_local, ceil(2I/128), ceil(H/128)]; 4-byte aligned
-  const void* w2 = nullptr;   ///< FP8 E4M3 [E_local, H, I]; 16-byte aligned
-  const float* sw2 = nullptr; ///< FP32 [E_local, ceil(H/128), ceil(I/128)]; 4-byte aligned
+  /// kFp8: E4M3 [E_local, 2I, H]. kMxfp4: E2M1 codes [E_local, 2I, H/2] bytes, the low nibble the
+  /// even element (gpt-oss's `*_blocks` [E, N, K/32, 16] as they are). 16-byte aligned.
+  const void* w1 = nullptr;
+  const float* sw1 = nullptr; ///< kFp8: FP32 [E_local, ceil(2I/128), ceil(H/128)]; 4-byte aligned. kMxfp4: unused
+  const void* w2 = nullptr;   ///< kFp8: E4M3 [E_local, H, I]. kMxfp4: codes [E_local, H, I/2]. 16-byte aligned
+  const float* sw2 = nullptr; ///< kFp8: FP32 [E_local, ceil(H/128), ceil(I/128)]; 4-byte aligned. kMxfp4: unused
+  const uint8_t* w1_scales = nullptr;  ///< kMxfp4: UE8M0 [E_local, 2I, H/32] (gpt-oss's `*_scales`). kFp8: unused
+  const uint8_t* w2_scales = nullptr;  ///< kMxfp4: UE8M0 [E_local, H, I/32]. kFp8: unused
 };
 
 /// Inputs and outputs of one forward call (device pointers).
@@ -121,8 +142,9 @@ class MoeLayer {
 
   /// One-time weight preparation: converts W1 / sW1 (SPEC convention) into the kernels' layout in
   /// `prepared` (caller-owned device memory, 256-byte aligned, ≥ prepared_weight_bytes(); keep it
-  /// alive and unchanged while the layer is used). W2 / sW2 are used in place, not copied: their
-  /// pointers are kept, so they must stay alive and unchanged too. W1 / sW1 may be freed once
+  /// alive and unchanged while the layer is used). FP8: W2 / sW2 are used in place, not copied:
+  /// their pointers are kept, so they must stay alive and unchanged too. MXFP4: both are converted
+  /// into `prepared` (the 4-bit codes stay 4-bit). W1 / sW1 (MXFP4: every input) may be freed once
   /// `stream` has passed this call. Asynchronous on `stream`; a forward on another stream must be
   /// ordered after it by the caller. May be called again to switch weights (not concurrently with
   /// forward). Throws kInvalidArgument / kMisaligned on bad pointers or a too small buffer.

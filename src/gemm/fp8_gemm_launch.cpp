@@ -21,20 +21,26 @@
 namespace moekit::detail {
 
 const Fp8GemmKernelInfo& fp8_gemm_kernel_info(Fp8GemmKernel kernel) {
-  // Body, entry header, parameter struct (name, bytes), split-K, direct store, promote_k argument.
+  // Body, entry header, parameter struct (name, bytes), split-K, direct store, promote_k argument, MXFP4 B.
   static const Fp8GemmKernelInfo table[] = {
       {"fp8_gemm_dense", "kernels/sm90/gemm.cuh", "DenseGemmParams", sizeof(sm90::DenseGemmParams), true, true,
-       false},
+       false, false},
       {"fp8_gemm_contiguous", "kernels/sm90/grouped_gemm.cuh", "GroupedGemmParams", sizeof(sm90::GroupedGemmParams),
-       false, true, false},
+       false, true, false, false},
       {"fp8_gemm_masked", "kernels/sm90/grouped_gemm.cuh", "GroupedGemmParams", sizeof(sm90::GroupedGemmParams),
-       false, true, false},
+       false, true, false, false},
       {"moe_gemm1_swiglu_contiguous", "kernels/sm90/moe_gemm.cuh", "MoeGemm1Params", sizeof(sm90::MoeGemm1Params),
-       false, false, true},
+       false, false, true, false},
       {"moe_gemm1_swiglu_gather_contiguous", "kernels/sm90/moe_gemm.cuh", "MoeGemm1Params",
-       sizeof(sm90::MoeGemm1Params), false, false, true},
+       sizeof(sm90::MoeGemm1Params), false, false, true, false},
       {"moe_gemm2_scatter_contiguous", "kernels/sm90/moe_gemm.cuh", "MoeGemm2Params", sizeof(sm90::MoeGemm2Params),
-       false, false, false},
+       false, false, false, false},
+      {"fp8_gemm_contiguous_mxfp4", "kernels/sm90/grouped_gemm.cuh", "GroupedGemmParams",
+       sizeof(sm90::GroupedGemmParams), false, true, false, true},
+      {"moe_gemm1_swiglu_mxfp4", "kernels/sm90/moe_gemm.cuh", "MoeGemm1Params", sizeof(sm90::MoeGemm1Params), false,
+       false, true, true},
+      {"moe_gemm2_scatter_mxfp4", "kernels/sm90/moe_gemm.cuh", "MoeGemm2Params", sizeof(sm90::MoeGemm2Params),
+       false, false, false, true},
   };
   static_assert(sizeof(table) / sizeof(table[0]) == size_t(Fp8GemmKernel::kCount));
   const auto i = static_cast<size_t>(kernel);
@@ -108,29 +114,36 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, Fp8GemmKernel kernel, st
                  ": direct stores (r) apply only to the bf16 GEMMs, not to ", body);
   MOEKIT_REQUIRE(!finer || info.promote_k, ErrorCode::kInvalidArgument, "moekit: ", body,
                  " runs tensor-core chains of 128 only, not ", family.promote_k);
+  MOEKIT_REQUIRE(info.mx == (family.mx_stages > 0) && family.mx_stages <= 16 &&
+                     (!info.mx || (c.multicast == 1 && c.block_n % 32 == 0)),
+                 ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), " with ", family.mx_stages,
+                 " MXFP4 raw slots does not fit ", body,
+                 " (MXFP4 bodies need 1..16 raw slots, no multicast, BLOCK_N a multiple of 32; the others none)");
+  const std::string mx = info.mx ? concat(", ", family.mx_stages) : std::string();
   // The bf16 bodies' last template argument (kDirectStore); the dense body's split-K count precedes it.
   const bool split_arg = info.split_k && (split || direct);
   const std::pair<std::string, std::string> defines = jit_defines();
   *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast,
-                  finer ? concat("p", family.promote_k) : std::string(), split ? concat("k", c.split_k) : std::string(),
+                  info.mx ? concat("x", family.mx_stages) : std::string(), finer ? concat("p", family.promote_k) : std::string(), split ? concat("k", c.split_k) : std::string(),
                   direct ? "r" : "", defines.second);
   return concat(defines.first, "#include \"", info.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
-                sm90::gemm_num_threads(c.block_m, family.wg_n), ", 1)\n", *entry,
+                sm90::gemm_num_threads(c.block_m, family.wg_n, family.mx_stages > 0), ", 1)\n", *entry,
                 "(const __grid_constant__ moekit::ptx::TmaDescriptor tma_a,\n"
                 " const __grid_constant__ moekit::ptx::TmaDescriptor tma_b,\n"
                 " const __grid_constant__ moekit::ptx::TmaDescriptor tma_sfa,\n"
                 " const __grid_constant__ moekit::ptx::TmaDescriptor tma_d,\n"
                 " const moekit::sm90::",
                 info.params, " params) {\n  moekit::sm90::", body, "<", c.block_m, ", ", c.block_n, ", ", c.stages,
-                ", ", c.multicast, finer ? concat(", ", family.promote_k) : std::string(),
+                ", ", c.multicast, mx, finer ? concat(", ", family.promote_k) : std::string(),
                 split_arg ? concat(", ", c.split_k) : std::string(), direct ? ", true" : "",
                 ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
 }
 
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family) {
-  return family.epilogue_smem == ~0u
-             ? sm90::gemm_smem_bytes(c.block_m, c.block_n, c.stages, c.split_k, c.direct_store)
-             : sm90::gemm_smem_bytes_with(family.epilogue_smem, c.block_m, c.block_n, c.stages, c.split_k);
+  const unsigned staging = family.epilogue_smem == ~0u
+                              ? sm90::gemm_bf16_staging_bytes(c.block_m, c.block_n, c.direct_store)
+                              : family.epilogue_smem;
+  return sm90::gemm_smem_bytes_with(staging, c.block_m, c.block_n, c.stages, c.split_k, family.mx_stages);
 }
 
 namespace {
@@ -214,6 +227,11 @@ void launch_fp8_gemm_with(const GemmConfig& c, Fp8GemmKernel kernel, const Fp8Ge
   const char* body = info.body;
   MOEKIT_REQUIRE(family_params_bytes == info.params_bytes, ErrorCode::kInvalidArgument, "moekit: ", body,
                  " takes sm90::", info.params, ", not a parameter struct of ", family_params_bytes, " bytes");
+  MOEKIT_REQUIRE(!family.mx_stages || (op.b_rows % sm90::kMxfp4SubRows == 0 &&
+                                       (family.b_chunk_rows == 0 || family.b_chunk_rows == c.block_n) &&
+                                       family.b_chunk_rows % 128 == 0),
+                 ErrorCode::kInvalidArgument, "moekit: ", body, ": MXFP4 B needs B rows (", op.b_rows,
+                 ") in whole 32-row sub-chunks and K-block tiled chunks of BLOCK_N rows, a multiple of 128");
   const uint64_t num_kb = static_cast<uint64_t>(ceil_div(op.k, kQuantBlock));
   const unsigned d_swizzle = sm90::gemm_d_swizzle_bytes(c.block_n);
   // 256-row tiles load A in two 128-row boxes, so a tile with one wave of valid rows loads one.
@@ -224,8 +242,15 @@ void launch_fp8_gemm_with(const GemmConfig& c, Fp8GemmKernel kernel, const Fp8Ge
                                         CU_TENSOR_MAP_SWIZZLE_128B);
   // Row-major B: rows of k bytes; K-block tiled B: rows of 128 bytes, num_kb of them per B row.
   const unsigned b_box = unsigned(sm90::gemm_b_box_rows(c.block_m, c.block_n, c.multicast));
+  // MXFP4 B: rows of kMxfp4TmaRowBytes, a sub-chunk of 34 per 32 B rows and K block; boxes of one
+  // sub-chunk, or of four where W1's chunks of b_chunk_rows are contiguous (mxfp4_loader.cuh).
+  const uint64_t mx_rows = static_cast<uint64_t>(op.b_rows) / sm90::kMxfp4SubRows * num_kb * sm90::kMxfp4SubTmaRows;
   const CUtensorMap tma_b =
-      family.b_chunk_rows
+      family.mx_stages
+          ? make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, sm90::kMxfp4TmaRowBytes, mx_rows,
+                        sm90::kMxfp4TmaRowBytes, sm90::kMxfp4TmaRowBytes,
+                        (family.b_chunk_rows ? 4u : 1u) * sm90::kMxfp4SubTmaRows, CU_TENSOR_MAP_SWIZZLE_NONE)
+      : family.b_chunk_rows
           ? make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, 128, static_cast<uint64_t>(op.b_rows) * num_kb, 128,
                         128, b_box, CU_TENSOR_MAP_SWIZZLE_128B)
           : make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, op.b, op.k, op.b_rows, op.ldb, 128, b_box,
@@ -268,7 +293,7 @@ void launch_fp8_gemm_with(const GemmConfig& c, Fp8GemmKernel kernel, const Fp8Ge
   std::memset(&cfg, 0, sizeof cfg);
   cfg.gridDimX = static_cast<unsigned>(c.num_sms);
   cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = static_cast<unsigned>(sm90::gemm_num_threads(c.block_m, family.wg_n));
+  cfg.blockDimX = static_cast<unsigned>(sm90::gemm_num_threads(c.block_m, family.wg_n, family.mx_stages > 0));
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = smem;
   cfg.hStream = reinterpret_cast<CUstream>(stream);

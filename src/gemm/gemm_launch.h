@@ -41,6 +41,10 @@ enum class Fp8GemmKernel {
   kMoeGemm1Swiglu,       ///< moe_gemm1_swiglu_contiguous (kernels/sm90/moe_gemm.cuh)
   kMoeGemm1SwigluGather, ///< moe_gemm1_swiglu_gather_contiguous (kernels/sm90/moe_gemm.cuh)
   kMoeGemm2Scatter,      ///< moe_gemm2_scatter_contiguous (kernels/sm90/moe_gemm.cuh)
+  // MXFP4 B (Fp8GemmFamily::mx_stages raw slots; B prepared by moe_weights_mxfp4.cu):
+  kContiguousMxfp4,      ///< fp8_gemm_contiguous_mxfp4 (kernels/sm90/grouped_gemm.cuh)
+  kMoeGemm1SwigluMxfp4,  ///< moe_gemm1_swiglu_mxfp4 (kernels/sm90/moe_gemm.cuh)
+  kMoeGemm2ScatterMxfp4, ///< moe_gemm2_scatter_mxfp4 (kernels/sm90/moe_gemm.cuh)
   kCount
 };
 
@@ -52,7 +56,8 @@ struct Fp8GemmKernelInfo {
   size_t params_bytes;  ///< sizeof that struct
   bool split_k;         ///< takes kSplitK (before kDirectStore): split-K configurations
   bool direct_store;    ///< a bf16 body taking kDirectStore last: GemmConfig::direct_store
-  bool promote_k;       ///< takes kPromoteK fifth: Fp8GemmFamily::promote_k other than 128
+  bool promote_k;       ///< takes kPromoteK fifth (sixth with mx): Fp8GemmFamily::promote_k other than 128
+  bool mx;              ///< MXFP4 B: takes kMxStages fifth (Fp8GemmFamily::mx_stages)
 };
 const Fp8GemmKernelInfo& fp8_gemm_kernel_info(Fp8GemmKernel kernel);
 
@@ -79,6 +84,9 @@ struct Fp8GemmFamily {
   /// H100 (docs/performance.md §B evict-first) the MoE layer's rows GEMM2 got 2% (T = 1024) and 14% (T = 4096) slower
   /// with it, where the masked rows, the dense small-M shapes and the decode GEMMs got faster.
   bool b_evict_first = true;
+  /// MXFP4 B (the *Mxfp4 kernels, and only those): raw slots (Fp8GemmTraits::kMxStages). B is then
+  /// the prepared sub-chunk tensor (fp8_gemm_layout.cuh kMxfp4Sub*), b_rows a multiple of 32.
+  int mx_stages = 0;
 };
 
 /// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S, C>.
@@ -127,10 +135,11 @@ GemmConfig config_override(const std::string& text, const GemmConfig& c);
 /// grouped_gemm_fp8_contiguous with dynamic tile scheduling when `tile_counter` (a device counter
 /// that is 0 at launch; the caller zeroes it) is not null (GroupedLayoutParams::tile_counter), and with
 /// `config` when given (the MoE plan's pick, select_grouped_contiguous_config) instead of the
-/// heuristic's.
+/// heuristic's. `mx_stages` > 0: B is MXFP4 prepared as the MoE layer's W2 (moe_prepare_w2_mxfp4,
+/// ldb ignored), streamed through that many raw slots (Fp8GemmFamily::mx_stages; `config` required).
 void grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,
                                          const int32_t* counts, unsigned* tile_counter, cudaStream_t stream,
-                                         const GemmConfig* config = nullptr);
+                                         const GemmConfig* config = nullptr, int mx_stages = 0);
 
 /// Dynamic shared memory of configuration `c` in `family`.
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family);

@@ -45,7 +45,7 @@ int cluster_ctas(const GemmConfig& c, int64_t row_tiles, int64_t n) {
 
 void launch_grouped(Fp8GemmKernel kernel, const GroupedGemmFp8Args& a, int64_t rows, const GemmConfig& c,
                     const int32_t* offsets, const int32_t* counts, int64_t max_m, cudaStream_t stream,
-                    unsigned* tile_counter = nullptr) {
+                    unsigned* tile_counter = nullptr, int mx_stages = 0) {
   sm90::GroupedGemmParams p{};
   if (tile_counter != nullptr) {  // contiguous only: dynamic units in one M-major pass
     p.tile_counter = tile_counter;
@@ -61,6 +61,7 @@ void launch_grouped(Fp8GemmKernel kernel, const GroupedGemmFp8Args& a, int64_t r
   const Fp8GemmOperands op{a.a, a.lda, a.sa, a.b, a.ldb, a.sb, a.d, a.ldd, rows, a.num_groups * a.n, a.n, a.k};
   Fp8GemmFamily family;
   family.b_evict_first = max_m > 0;  // masked only (Fp8GemmFamily::b_evict_first)
+  family.mx_stages = mx_stages;
   launch_fp8_gemm(c, kernel, op, p, stream, family);
 }
 
@@ -124,7 +125,7 @@ void grouped_gemm_fp8_contiguous(const GroupedGemmFp8Args& a, int64_t rows, cons
 
 void detail::grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, int64_t rows, const int32_t* offsets,
                                                  const int32_t* counts, unsigned* tile_counter, cudaStream_t stream,
-                                                 const GemmConfig* config) {
+                                                 const GemmConfig* config, int mx_stages) {
   constexpr const char* fn = "moekit::grouped_gemm_fp8_contiguous";
   MOEKIT_REQUIRE(rows >= 0 && rows % kGroupAlign == 0, ErrorCode::kInvalidArgument, fn, ": rows = ", rows,
                  " must be a non-negative multiple of ", kGroupAlign);
@@ -133,7 +134,8 @@ void detail::grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, in
   MOEKIT_REQUIRE(offsets && counts, ErrorCode::kInvalidArgument, fn, ": offsets and counts are required");
   detail::require_sm90(fn);
   const GemmConfig c = config ? *config : detail::contiguous_config(rows, a.num_groups, a.n, a.k, tile_counter != nullptr);
-  detail::launch_grouped(detail::Fp8GemmKernel::kContiguous, a, rows, c, offsets, counts, 0, stream, tile_counter);
+  detail::launch_grouped(mx_stages ? detail::Fp8GemmKernel::kContiguousMxfp4 : detail::Fp8GemmKernel::kContiguous, a,
+                         rows, c, offsets, counts, 0, stream, tile_counter, mx_stages);
 }
 
 void grouped_gemm_fp8_masked(const GroupedGemmFp8Args& a, int64_t max_m, const int32_t* counts, cudaStream_t stream) {

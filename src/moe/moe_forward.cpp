@@ -73,9 +73,18 @@ Regions regions(char* base, const MoeWorkspacePlan& w) {
 
 }  // namespace
 
-MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t inter) {
+MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t inter, MoeWeightFormat format) {
   MoePreparedSizes s;
   const int64_t kbh = ceil_div(hidden, kQuantBlock);
+  if (format == MoeWeightFormat::kMxfp4) {  // always the fused layout (I % 64 == 0, H % 32 == 0)
+    const int64_t rows_p = moe_prepared_w1_rows(inter), kbi = ceil_div(inter, kQuantBlock);
+    s.w1_bytes = size_t(moe_mxfp4_weight_bytes(num_experts, rows_p, hidden));
+    s.sw1_bytes = size_t(num_experts) * size_t(rows_p / 64) * size_t(kbh) * sizeof(float);
+    s.sw1_blocks_bytes = size_t(num_experts) * size_t(ceil_div(2 * inter, kQuantBlock)) * size_t(kbh) * sizeof(float);
+    s.w2_bytes = size_t(moe_mxfp4_weight_bytes(num_experts, hidden, inter));
+    s.sw2_bytes = size_t(num_experts) * size_t(ceil_div(hidden, kQuantBlock)) * size_t(kbi) * sizeof(float);
+    return s;
+  }
   if (moe_fused_layout(inter)) {
     const int64_t rows_p = moe_prepared_w1_rows(inter);
     // K-block tiled (moe_weights.cu): K padded to whole 128-byte K blocks.
@@ -233,7 +242,8 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
                                 .ldd = h};
     if (!moe_diag_skip("gemm2_rows"))
       grouped_gemm_fp8_contiguous_counted(g2, plan.rows, sort.expert_offsets, sort.expert_counts,
-                                          plan.gemm2.dynamic ? p.counters + 1 : nullptr, stream, &plan.gemm2.config);
+                                          plan.gemm2.dynamic ? p.counters + 1 : nullptr, stream, &plan.gemm2.config,
+                                          plan.gemm2.mx_stages);
     moe_stage_mark("gemm2_rows", stream);
     if (!moe_diag_skip("combine"))
       moe_combine(p.d2, h, sort.expanded_to_permuted, weights, t, k, h, r.y, h, stream);

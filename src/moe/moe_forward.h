@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
+#include "moekit/moe_layer.h"
 #include "moekit/routing.h"
 #include "planning/moe_plan.h"
 
@@ -16,10 +17,15 @@ namespace moekit::detail {
 
 /// Sizes of the prepared weight buffers for E experts of shape H x I (bytes).
 struct MoePreparedSizes {
-  size_t w1_bytes;   ///< prepared W1 (FP8)
-  size_t sw1_bytes;  ///< prepared W1 scales (FP32)
+  size_t w1_bytes = 0;   ///< prepared W1 (FP8, or MXFP4 sub-chunks)
+  size_t sw1_bytes = 0;  ///< prepared W1 scales (FP32)
+  // MXFP4 only (moe_prepare_w1_mxfp4 / moe_prepare_w2_mxfp4):
+  size_t sw1_blocks_bytes = 0;  ///< W1's block scales in the SPEC layout
+  size_t w2_bytes = 0;          ///< W2's sub-chunks
+  size_t sw2_bytes = 0;         ///< W2's block scales
 };
-MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t inter);
+MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t inter,
+                                    MoeWeightFormat format = MoeWeightFormat::kFp8);
 
 /// Prepares W1 [E, 2I, H] FP8 with scales sW1 [E, ceil(2I/128), ceil(H/128)] (SPEC convention:
 /// rows [0, I) gate, [I, 2I) up) into w1p / sw1p (sizes from moe_prepared_sizes, 256-byte aligned).
@@ -40,7 +46,7 @@ struct MoeForwardRequest {
   float* routed_weights = nullptr;
   const void* w1p = nullptr;              ///< prepared W1 (moe_prepare_w1)
   const float* sw1p = nullptr;            ///< prepared W1 scales
-  const void* w2 = nullptr;               ///< FP8 [E_local, H, I]
+  const void* w2 = nullptr;               ///< FP8 [E_local, H, I] (MXFP4: prepared sub-chunks)
   const float* sw2 = nullptr;             ///< [E_local, ceil(H/128), ceil(I/128)]
   void* y = nullptr;                      ///< bf16 [T, H], fully written
   int32_t* invalid_count = nullptr;       ///< [1] device: slots with an id outside [-1, E_total)

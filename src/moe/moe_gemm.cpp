@@ -33,6 +33,7 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   family.pdl_early = a.plan.pdl_early;
   family.a_box_rows = a.plan.a_box_rows;
   family.promote_k = a.plan.promote_k;
+  family.mx_stages = a.plan.mx_stages;  // MXFP4 W1 (moe_prepare_w1_mxfp4's sub-chunks)
   sm90::MoeGemm1Params p{};
   set_expert_layout(p, a.offsets, a.counts, a.num_experts);
   p.limit = a.limit;
@@ -45,6 +46,8 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   Fp8GemmOperands op{a.a,  a.hidden, a.sa, a.w1p,  a.hidden, a.sw1p, a.hq, a.inter,
                      a.rows, a.num_experts * n, n, a.hidden};
   const bool gather = a.a_tokens != nullptr;
+  MOEKIT_REQUIRE(!(gather && family.mx_stages), ErrorCode::kInvalidArgument,
+                 "moe_gemm1_swiglu: MXFP4 W1 runs on the permuted activations, not the gather variant");
   if (gather) {
     // The kernel addresses token rows with 32-bit byte offsets.
     MOEKIT_REQUIRE(a.num_tokens >= 1 && a.num_tokens * a.hidden < (int64_t(1) << 32) && a.top_k >= 1 && a.row_map &&
@@ -62,8 +65,10 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
     op.sa = a.sa_tokens;
     op.a_rows = a.num_tokens;
   }
-  launch_fp8_gemm(c, gather ? Fp8GemmKernel::kMoeGemm1SwigluGather : Fp8GemmKernel::kMoeGemm1Swiglu, op, p, stream,
-                  family);
+  const Fp8GemmKernel kernel = family.mx_stages ? Fp8GemmKernel::kMoeGemm1SwigluMxfp4
+                               : gather           ? Fp8GemmKernel::kMoeGemm1SwigluGather
+                                                  : Fp8GemmKernel::kMoeGemm1Swiglu;
+  launch_fp8_gemm(c, kernel, op, p, stream, family);
 }
 
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
@@ -73,6 +78,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   family.epilogue_smem = 0;
   family.a_box_rows = a.plan.a_box_rows;
   family.pdl_early = true;  // as GEMM1: the offsets come from moe_sort, three launches back
+  family.mx_stages = a.plan.mx_stages;  // MXFP4 W2 (moe_prepare_w2_mxfp4's sub-chunks)
   // No D tensor: any valid descriptor satisfies the kernel's signature (it is only prefetched).
   const CUtensorMap tma_dummy = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
                                             static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 16, 1,
@@ -87,7 +93,8 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   if (a.plan.dynamic) p.tile_counter = a.tile_counter;
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};
-  launch_fp8_gemm(c, Fp8GemmKernel::kMoeGemm2Scatter, op, p, stream, family);
+  launch_fp8_gemm(c, family.mx_stages ? Fp8GemmKernel::kMoeGemm2ScatterMxfp4 : Fp8GemmKernel::kMoeGemm2Scatter, op,
+                  p, stream, family);
 }
 
 }  // namespace moekit::detail

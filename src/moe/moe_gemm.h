@@ -67,6 +67,31 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream);
 void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,
                           float* sw1p, cudaStream_t stream);
 
+/// Writes the prepared W1's scales alone (one per 64 rows and K block, from the SPEC layout's
+/// sW1 [E, ceil(2I/128), ceil(H/128)]): part of moe_prepare_w1_fused, and the MXFP4 preparation's
+/// last step (its block scales have the SPEC layout).
+void moe_prepare_w1_scales(const float* sw1, int num_experts, int64_t hidden, int64_t inter, float* sw1p,
+                           cudaStream_t stream);
+
+/// MXFP4 weights (moe_weights_mxfp4.cu; the layout in kernels/sm90/fp8_gemm_layout.cuh kMxfp4Sub*):
+/// codes [E, R, K/2] and UE8M0 scales [E, R, K/32] of R rows (W1: 2I in the SPEC order, W2: H) →
+/// the kernels' sub-chunks and the FP32 scale per 128 x 128 block of the SPEC rows (as
+/// moekit::mxfp4_to_fp8 computes them). W1: sub-chunks in the prepared W1's row order, K-block
+/// tiled by kW1ChunkRows, into w1p; its block scales into sw1_blocks [E, ceil(2I/128),
+/// ceil(H/128)], then the prepared scales into sw1p. W2: sub-chunks row-major by 32 rows into w2p,
+/// block scales into sw2 [E, ceil(H/128), ceil(I/128)]. K = H or I, a multiple of 32.
+void moe_prepare_w1_mxfp4(const void* codes, const uint8_t* scales, int num_experts, int64_t hidden, int64_t inter,
+                          float* sw1_blocks, void* w1p, float* sw1p, cudaStream_t stream);
+void moe_prepare_w2_mxfp4(const void* codes, const uint8_t* scales, int num_experts, int64_t hidden, int64_t inter,
+                          void* w2p, float* sw2, cudaStream_t stream);
+/// The FP8 form of E MXFP4 matrices [rows, k] (moekit::mxfp4_to_fp8 on the device, bit for bit): q
+/// [E, rows, k] E4M3 and sb [E, ceil(rows/128), ceil(k/128)]; for benchmarks' FP8 baselines and
+/// references on weights too large for the host conversion.
+void mxfp4_to_fp8_device(const void* codes, const uint8_t* scales, int num_experts, int64_t rows, int64_t k, void* q,
+                         float* sb, cudaStream_t stream);
+/// Bytes of the MXFP4 sub-chunks of E experts of `rows` rows (a multiple of 32) over K = k.
+int64_t moe_mxfp4_weight_bytes(int num_experts, int64_t rows, int64_t k);
+
 /// y[t, c] = bf16(y_acc[t, c]) for T x H (H % 8 == 0, 16-byte aligned).
 void moe_finalize_bf16(const float* y_acc, int64_t num_tokens, int64_t hidden, void* y, cudaStream_t stream);
 

@@ -10,6 +10,7 @@
 
 #include "common/check.h"
 #include "moe/moe_forward.h"
+#include "moe/moe_gemm.h"
 #include "moe/moe_stage_trace.h"
 #include "gemm/gemm_launch.h"
 #include "planning/moe_plan.h"
@@ -112,6 +113,12 @@ void MoeLayer::validate(const MoeConfig& c) {
                  " must be MoeGemm1Input::kAuto, kPermuted or kGathered");
   MOEKIT_REQUIRE(!std::isnan(c.limit) && c.limit != INFINITY, kInv, fn, ": limit = ", c.limit,
                  " must be finite (use 0 for no clamp)");
+  MOEKIT_REQUIRE(c.weight_format == MoeWeightFormat::kFp8 || c.weight_format == MoeWeightFormat::kMxfp4, kInv, fn,
+                 ": weight_format = ", static_cast<int>(c.weight_format),
+                 " must be MoeWeightFormat::kFp8 or kMxfp4");
+  MOEKIT_REQUIRE(c.weight_format != MoeWeightFormat::kMxfp4 || (c.hidden % 32 == 0 && c.inter % 64 == 0), kInv, fn,
+                 ": MXFP4 weights need hidden (", c.hidden, ") a multiple of 32 and inter (", c.inter,
+                 ") a multiple of 64");
   if (c.local_count == 0) {
     MOEKIT_REQUIRE(c.local_offset == 0, kInv, fn, ": local_count = 0 means all experts, so local_offset (",
                    c.local_offset, ") must be 0; give local_count for an expert-parallel slice");
@@ -139,32 +146,66 @@ MoeLayer::MoeLayer(const MoeConfig& config) {
   config_ = resolved(config);
 }
 
+namespace {
+// Offsets of the prepared buffer's parts (MoePreparedSizes in order, each 256-byte aligned).
+struct PreparedLayout {
+  size_t sw1 = 0, sw1_blocks = 0, w2 = 0, sw2 = 0, total = 0;
+};
+PreparedLayout prepared_layout(const detail::MoePreparedSizes& s) {
+  PreparedLayout l;
+  l.sw1 = align256(s.w1_bytes);
+  l.sw1_blocks = align256(l.sw1 + s.sw1_bytes);
+  l.w2 = align256(l.sw1_blocks + s.sw1_blocks_bytes);
+  l.sw2 = align256(l.w2 + s.w2_bytes);
+  l.total = l.sw2 + s.sw2_bytes;
+  return l;
+}
+}  // namespace
+
 size_t MoeLayer::prepared_weight_bytes() const {
-  const auto s = detail::moe_prepared_sizes(config_.local_count, config_.hidden, config_.inter);
-  return align256(s.w1_bytes) + s.sw1_bytes;
+  const auto s = detail::moe_prepared_sizes(config_.local_count, config_.hidden, config_.inter, config_.weight_format);
+  if (config_.weight_format == MoeWeightFormat::kFp8) return align256(s.w1_bytes) + s.sw1_bytes;
+  return prepared_layout(s).total;
 }
 
 void MoeLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepared_bytes, cudaStream_t stream) {
   const char* fn = "moekit::MoeLayer::prepare_weights";
-  MOEKIT_REQUIRE(w.w1 && w.sw1 && w.w2 && w.sw2, kInv, fn, ": w1, sw1, w2 and sw2 are all required");
+  const bool mx = config_.weight_format == MoeWeightFormat::kMxfp4;
+  if (mx) {
+    MOEKIT_REQUIRE(w.w1 && w.w1_scales && w.w2 && w.w2_scales, kInv, fn,
+                   ": MXFP4 weights need w1, w1_scales, w2 and w2_scales");
+  } else {
+    MOEKIT_REQUIRE(w.w1 && w.sw1 && w.w2 && w.sw2, kInv, fn, ": w1, sw1, w2 and sw2 are all required");
+    MOEKIT_REQUIRE(aligned(w.sw1, 4) && aligned(w.sw2, 4), ErrorCode::kMisaligned, fn,
+                   ": sw1 and sw2 must be 4-byte aligned");
+  }
   MOEKIT_REQUIRE(aligned(w.w1, 16) && aligned(w.w2, 16), ErrorCode::kMisaligned, fn,
                  ": w1 and w2 must be 16-byte aligned");
-  MOEKIT_REQUIRE(aligned(w.sw1, 4) && aligned(w.sw2, 4), ErrorCode::kMisaligned, fn,
-                 ": sw1 and sw2 must be 4-byte aligned");
   MOEKIT_REQUIRE(prepared != nullptr, kInv, fn, ": the prepared-weight buffer is null");
   MOEKIT_REQUIRE(aligned(prepared, kAlign), ErrorCode::kMisaligned, fn, ": the prepared-weight buffer (", prepared,
                  ") must be 256-byte aligned");
   const size_t need = prepared_weight_bytes();
   MOEKIT_REQUIRE(prepared_bytes >= need, kInv, fn, ": prepared_bytes = ", prepared_bytes,
                  " is too small; prepared_weight_bytes() = ", need);
-  const auto s = detail::moe_prepared_sizes(config_.local_count, config_.hidden, config_.inter);
+  const auto s = detail::moe_prepared_sizes(config_.local_count, config_.hidden, config_.inter, config_.weight_format);
+  const PreparedLayout l = prepared_layout(s);
   char* base = static_cast<char*>(prepared);
-  float* sw1p = reinterpret_cast<float*>(base + align256(s.w1_bytes));
-  detail::moe_prepare_w1(w.w1, w.sw1, config_.local_count, config_.hidden, config_.inter, base, sw1p, stream);
+  float* sw1p = reinterpret_cast<float*>(base + l.sw1);
+  if (mx) {
+    float* sw2p = reinterpret_cast<float*>(base + l.sw2);
+    detail::moe_prepare_w1_mxfp4(w.w1, w.w1_scales, config_.local_count, config_.hidden, config_.inter,
+                                 reinterpret_cast<float*>(base + l.sw1_blocks), base, sw1p, stream);
+    detail::moe_prepare_w2_mxfp4(w.w2, w.w2_scales, config_.local_count, config_.hidden, config_.inter, base + l.w2,
+                                 sw2p, stream);
+    w2_ = base + l.w2;
+    sw2_ = sw2p;
+  } else {
+    detail::moe_prepare_w1(w.w1, w.sw1, config_.local_count, config_.hidden, config_.inter, base, sw1p, stream);
+    w2_ = w.w2;
+    sw2_ = w.sw2;
+  }
   w1p_ = base;
   sw1p_ = sw1p;
-  w2_ = w.w2;
-  sw2_ = w.sw2;
   prepared_ = true;
 }
 

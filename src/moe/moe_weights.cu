@@ -19,20 +19,13 @@
 
 #include "common/check.h"
 #include "moe/moe_gemm.h"
+#include "moe/moe_w1_layout.h"
 #include "moekit/numerics.h"
 #include "ptx/ptx.cuh"
 #include "runtime/pdl.h"
 
 namespace moekit::detail {
 namespace {
-
-/// SPEC row of prepared row r of an expert, or -1 for a zero row.
-__host__ __device__ inline int64_t prepared_source_row(int64_t r, int64_t inter) {
-  const int64_t tile = r / 256, q = r % 256;
-  const int64_t j = tile * 128 + (q / 128) * 64 + q % 64;  // h column
-  if (j >= inter) return -1;
-  return ((q / 64) % 2 == 1) ? inter + j : j;
-}
 
 // One 16-byte unit of the K-block tiled prepared W1 per iteration (destination order, so the
 // stores are sequential): chunk (row block of 256, kb) holds 256 rows x 128 bytes.
@@ -88,6 +81,13 @@ void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int
   prepare_w1_tiled_kernel<<<grid_for(units, 256), 256, 0, stream>>>(
       static_cast<const uint8_t*>(w1), static_cast<uint8_t*>(w1p), rows_p, inter, hidden, kbh, units);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
+  moe_prepare_w1_scales(sw1, num_experts, hidden, inter, sw1p, stream);
+}
+
+void moe_prepare_w1_scales(const float* sw1, int num_experts, int64_t hidden, int64_t inter, float* sw1p,
+                           cudaStream_t stream) {
+  const int64_t rows_p = moe_prepared_w1_rows(inter);
+  const int64_t kbh = ceil_div(hidden, kQuantBlock);
   const int64_t total = int64_t(num_experts) * (rows_p / 64) * kbh;
   prepare_w1_scales_kernel<<<grid_for(total, 256), 256, 0, stream>>>(sw1, sw1p, rows_p, inter, kbh, total);
   MOEKIT_CUDA_CHECK(cudaGetLastError());

@@ -95,6 +95,21 @@ struct OffsetCarver {
   }
 };
 
+// MXFP4 weights (kernels/sm90/mxfp4_loader.cuh): the FP8 plan's tiles as single CTAs with widths
+// in whole 32-row sub-chunks; two expanded stages while the GEMMs stream weights (the raw slots
+// keep the DRAM reads in flight: raw bytes are a quarter of an expanded stage's B), three beyond.
+// GEMM1's automatic chains are 64 long at decode sizes too: a K block streams in half the FP8
+// time, and 32-long chains measured slower (deepseek-v3 GEMM1, H100: T = 64 1555 → 1433 µs,
+// T = 1 72.4 → 66.2 µs; 128: 1589 and 68.9 µs; docs/performance.md §MXFP4 weights).
+void plan_mxfp4_gemms(MoePlan& p, const GemmDeviceLimits& limits) {
+  const int stages = p.load.rows_per_active <= 64 ? 2 : 3;
+  if (p.layer.gemm1_promote_k == 0) p.gemm1.promote_k = 64;
+  p.gemm1.mx_stages = fit_mxfp4_stages(p.gemm1.config, sm90::kSwigluEpilogueSmem, stages, limits);
+  p.gemm1.pair_tail_split = false;
+  p.gemm2.mx_stages =
+      fit_mxfp4_stages(p.gemm2.config, p.gemm2.rows_then_combine ? ~0u : 0u, stages, limits);
+}
+
 }  // namespace
 
 MoeLoadEstimate moe_expected_load(int64_t num_tokens, int top_k, int num_experts_total, int local_count) {
@@ -185,7 +200,9 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
   const auto skip = [&](const char* stage) { return moe_diag_skip(knobs.diag_skip, stage); };
   p.load = moe_expected_load(t, k, layer.num_experts, local);
   p.rows = moe_sort_rows_bound(t, k, local);
-  p.gather = gemm1_gathers(layer.gemm1_input, t, layer.hidden, p.load);
+  // MXFP4 weights: the producer's warps 2 and 3 expand them, so GEMM1 reads the permuted copy.
+  const bool mx = layer.weight_format == MoeWeightFormat::kMxfp4;
+  p.gather = !mx && gemm1_gathers(layer.gemm1_input, t, layer.hidden, p.load);
   // Routing and sort in one launch for small batches (route_sort.cu has the measurements); with
   // the gather variant that launch, or the single-CTA sort of callers' ids, quantizes the tokens
   // too: the quantize kernel's launch and PDL edge measured ~6 µs of the deepseek-v3 layer at T = 1
@@ -218,6 +235,7 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
     g2.config = knobs.moe_gemm2_config;
     p.gemm2 = plan_moe_gemm2_scatter(p.rows, layer.hidden, layer.inter, p.load, limits, g2);
   }
+  if (mx) plan_mxfp4_gemms(p, limits);
   p.workspace = moe_workspace_plan(t, k, layer.hidden, layer.inter, local, sort_scratch_bytes);
   return p;
 }

@@ -49,6 +49,7 @@ struct MoeGemm1Plan {
   bool one_pass = false;         ///< dynamic: walk all 64-row units of an expert together (sched_one_pass)
   int a_box_rows = 0;            ///< 8: load only a tile's valid rows (decode-sized groups); 0: BLOCK_M
   bool pdl_early = true;         ///< find the first tile before the PDL wait (layout >= two launches old)
+  int mx_stages = 0;             ///< MXFP4 W1: raw slots (Fp8GemmFamily::mx_stages); 0 = FP8
 };
 
 /// GEMM2: either the scatter-add GEMM (moe_gemm2_scatter, FP32 atomics into y_acc, then finalize)
@@ -58,6 +59,7 @@ struct MoeGemm2Plan {
   GemmConfig config;
   bool dynamic = false;  ///< take tiles from the tile counter
   int a_box_rows = 0;    ///< scatter-add GEMM only, as MoeGemm1Plan::a_box_rows
+  int mx_stages = 0;     ///< MXFP4 W2: raw slots (Fp8GemmFamily::mx_stages); 0 = FP8
 };
 
 /// Byte offsets of the forward's workspace regions (fused layout), 256-byte aligned, in carve order.

@@ -30,21 +30,26 @@ std::string activations_line(const MoePlan& p) {
                 on_off(p.permute_token_scales));
 }
 
+// MXFP4 weights: the raw slots that stream them (kernels/sm90/mxfp4_loader.cuh).
+std::string mx_text(int mx_stages) {
+  return mx_stages ? concat("  mxfp4 raw slots ", mx_stages) : std::string();
+}
+
 std::string gemm1_line(const MoeGemm1Plan& g) {
   return concat(g.config.str(), "  promote_k ", g.promote_k,
                 "  tail_split ", g.config.multicast == 2 ? on_off(g.pair_tail_split) : "n/a (single CTAs)",
                 "  scheduling ", g.dynamic ? (g.one_pass ? "dynamic, one pass" : "dynamic") : "static",
                 "  a_box_rows ", g.a_box_rows ? std::to_string(g.a_box_rows) : std::string("BLOCK_M"),
-                "  pdl_early ", on_off(g.pdl_early));
+                "  pdl_early ", on_off(g.pdl_early), mx_text(g.mx_stages));
 }
 
 std::string gemm2_line(const MoeGemm2Plan& g) {
   if (g.rows_then_combine)
     return concat("bf16 rows (grouped contiguous GEMM) + ordered combine: ", g.config.str(), "  scheduling ",
-                  g.dynamic ? "dynamic" : "static");
+                  g.dynamic ? "dynamic" : "static", mx_text(g.mx_stages));
   return concat("FP32 scatter-add into y_acc + finalize: ", g.config.str(), "  scheduling ",
                 g.dynamic ? "dynamic" : "static", "  a_box_rows ",
-                g.a_box_rows ? std::to_string(g.a_box_rows) : std::string("BLOCK_M"));
+                g.a_box_rows ? std::to_string(g.a_box_rows) : std::string("BLOCK_M"), mx_text(g.mx_stages));
 }
 
 }  // namespace
@@ -65,6 +70,9 @@ std::string describe_moe_plan(const MoePlan& p) {
     return s;
   }
   line("layout       ", "fused (prepared W1, GEMM1 + SwiGLU + requant in one kernel)");
+  line("weights      ", c.weight_format == MoeWeightFormat::kMxfp4
+                            ? "MXFP4 (4-bit codes streamed, expanded to E4M3 in shared memory)"
+                            : "FP8 E4M3, 128 x 128 block scales");
   line("routing      ", routing_line(p));
   line("sort         ", sort_line(p));
   line("activations  ", activations_line(p));

@@ -155,6 +155,12 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 
+/// Adds `bytes` to the current phase's expected transactions without arriving (the thread arrives
+/// later, once its own writes to the stage are done).
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
 __device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
   u32 done;
   asm volatile(
@@ -351,6 +357,19 @@ __device__ __forceinline__ u64 smem_desc_k_sw128(u32 smem_address) {
 /// Stores two 8x8 b16 matrices; lanes 0-7 give matrix 0's row addresses, lanes 8-15 matrix 1's.
 __device__ __forceinline__ void stmatrix_x2(u32 addr, u32 r0, u32 r1) {
   asm volatile("stmatrix.sync.aligned.x2.m8n8.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0), "r"(r1) : "memory");
+}
+
+/// 1- and 8-byte shared-memory loads.
+__device__ __forceinline__ u32 ld_shared_u8(u32 addr) {
+  u32 v;
+  asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void ld_shared_v2(u32 addr, u32& lo, u32& hi) {
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(lo), "=r"(hi) : "r"(addr) : "memory");
+}
+__device__ __forceinline__ void st_shared_v2(u32 addr, u32 lo, u32 hi) {
+  asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(addr), "r"(lo), "r"(hi) : "memory");
 }
 
 /// 16-byte shared-memory load.

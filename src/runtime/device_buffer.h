@@ -39,6 +39,13 @@ class DeviceBuffer {
     MOEKIT_REQUIRE(v.size() * sizeof(T) <= bytes_, ErrorCode::kInternal, "DeviceBuffer::upload overflow");
     MOEKIT_CUDA_CHECK(cudaMemcpy(ptr_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
+  /// A new buffer holding a copy of `v` (synchronous).
+  template <typename T>
+  static DeviceBuffer from(const std::vector<T>& v) {
+    DeviceBuffer b(v.size() * sizeof(T));
+    b.upload(v);
+    return b;
+  }
   /// Copies the first n elements out (synchronous).
   template <typename T>
   std::vector<T> download(size_t n) const {

@@ -53,6 +53,45 @@ __global__ void fill_e4m3_kernel(uint8_t* dst, int64_t n, uint64_t seed) {
   }
 }
 
+// The OCP MX quantizer of moekit::quantize_mxfp4 (src/host/mxfp4.cpp) on the device, bit for bit:
+// one thread per 32-block of a bf16 [rows, k] matrix.
+__device__ inline uint8_t e2m1_code(float x) {
+  constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  if (isnan(x)) return 0;
+  const uint8_t sign = signbit(x) ? 8u : 0u;
+  const float a = fabsf(x);
+  uint8_t best = 0;
+  for (uint8_t c = 1; c < 8; ++c) {
+    const float d = fabsf(a - kMag[c]), db = fabsf(a - kMag[best]);
+    if (d < db || (d == db && (c & 1u) == 0)) best = c;  // nearest, ties to the even code
+  }
+  return uint8_t(sign | best);
+}
+
+__global__ void quantize_mxfp4_kernel(const __nv_bfloat16* w, int64_t blocks, int64_t k, uint8_t* codes,
+                                      uint8_t* scales) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < blocks;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / (k / 32), b = i % (k / 32);
+    const __nv_bfloat16* x = w + r * k + b * 32;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int j = 0; j < 32; ++j) {
+      const float v = __bfloat162float(x[j]);
+      finite = finite && isfinite(v);
+      amax = fmaxf(amax, fabsf(v));
+    }
+    int s = 0;
+    if (!finite) s = 255;
+    else if (amax > 0.0f) s = min(max(ilogbf(amax) - 2 + 127, 0), 254);
+    scales[i] = uint8_t(s);
+    const float inv = s == 255 ? 0.0f : ldexpf(1.0f, 127 - s);  // exact: the products are exact in FP32
+    for (int j = 0; j < 32; j += 2)
+      codes[r * (k / 2) + b * 16 + j / 2] =
+          uint8_t(e2m1_code(__bfloat162float(x[j]) * inv) | (e2m1_code(__bfloat162float(x[j + 1]) * inv) << 4));
+  }
+}
+
 __global__ void fill_f32_kernel(float* dst, int64_t n, float lo, float hi, uint64_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = lo + (hi - lo) * uniform01(seed, i);
@@ -145,6 +184,27 @@ void fill_checkpoint_weights(void* q, float* scales, int64_t experts, int64_t n,
                                       cudaMemcpyDeviceToDevice, stream));
   }
   MOEKIT_CUDA_CHECK(cudaFreeAsync(s, stream));
+  MOEKIT_CUDA_CHECK(cudaFreeAsync(w, stream));
+}
+
+void quantize_mxfp4_bf16(const void* w, int64_t rows, int64_t k, uint8_t* codes, uint8_t* scales,
+                        cudaStream_t stream) {
+  const int64_t blocks = rows * (k / 32);
+  if (blocks <= 0) return;
+  quantize_mxfp4_kernel<<<grid_for(blocks), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(w), blocks, k, codes,
+                                                               scales);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_checkpoint_mxfp4(uint8_t* codes, uint8_t* scales, int64_t experts, int64_t n, int64_t k, float sigma,
+                           uint64_t seed, cudaStream_t stream) {
+  if (experts <= 0 || n <= 0) return;
+  void* w = nullptr;
+  MOEKIT_CUDA_CHECK(cudaMallocAsync(&w, size_t(n * k) * 2, stream));
+  for (int64_t e = 0; e < experts; ++e) {
+    fill_random_bf16_normal(w, n * k, sigma, seed + uint64_t(e) * 0x9E3779B9ull, stream);
+    quantize_mxfp4_bf16(w, n, k, codes + e * n * (k / 2), scales + e * n * (k / 32), stream);
+  }
   MOEKIT_CUDA_CHECK(cudaFreeAsync(w, stream));
 }
 

@@ -21,6 +21,14 @@ void fill_random_bf16_normal(void* dst, int64_t n, float sigma, uint64_t seed, c
 /// bf16 [n, k] scratch matrix on `stream` (stream-ordered).
 void fill_checkpoint_weights(void* q, float* scales, int64_t experts, int64_t n, int64_t k, float sigma, uint64_t seed,
                              cudaStream_t stream);
+/// OCP MX quantization of a bf16 [rows, k] matrix (k % 32 == 0) into codes [rows, k/2] and UE8M0
+/// scales [rows, k/32]: moekit::quantize_mxfp4 on the device, bit for bit.
+void quantize_mxfp4_bf16(const void* w, int64_t rows, int64_t k, uint8_t* codes, uint8_t* scales, cudaStream_t stream);
+/// Checkpoint-like MXFP4 expert weights: `experts` matrices [n, k] of bf16 N(0, sigma^2), each
+/// quantized by quantize_mxfp4_bf16 into codes [experts, n, k/2] and scales [experts, n, k/32]. The
+/// bf16 values are fill_checkpoint_weights' for the same seed. Allocates one bf16 [n, k] scratch.
+void fill_checkpoint_mxfp4(uint8_t* codes, uint8_t* scales, int64_t experts, int64_t n, int64_t k, float sigma,
+                           uint64_t seed, cudaStream_t stream);
 /// Fills n floats with uniform values in [lo, hi).
 void fill_random_f32(float* dst, int64_t n, float lo, float hi, uint64_t seed, cudaStream_t stream);
 

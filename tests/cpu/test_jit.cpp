@@ -132,21 +132,47 @@ TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
   }
 }
 
-// The MXFP4 expansion (kernels/sm90/mxfp4_expand.cuh) compiles as device code, through its
-// __byte_perm branch, for the weight loader that will use it.
-TEST(Jit, Mxfp4ExpansionCompilesForSm90a) {
-  const std::string src =
-      "#include \"kernels/sm90/mxfp4_expand.cuh\"\n"
-      "extern \"C\" __global__ void moekit_test_mxfp4_expand(const unsigned* packed, const signed char* shift,\n"
-      "                                                     unsigned* out, int n) {\n"
-      "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-      "  if (i >= n) return;\n"
-      "  unsigned lo, hi;\n"
-      "  moekit::sm90::mxfp4_expand8(packed[i], moekit::sm90::mxfp4_table(shift[i / 4]), lo, hi);\n"
-      "  out[2 * i] = lo;\n"
-      "  out[2 * i + 1] = hi;\n"
-      "}\n";
-  expect_compiles_clean(src, "moekit_test_mxfp4_expand");
+// The MXFP4-weight bodies (kernels/sm90/mxfp4_loader.cuh: raw slots expanded into the B stages by
+// the producer's warps 2 and 3): GEMM1 with each accumulation chain, GEMM2 scatter and the bf16
+// contiguous GEMM (the rows GEMM2), tiles of 64 to 256 rows and widths that straddle scale blocks.
+TEST(Jit, Mxfp4BodiesCompileForSm90a) {
+  using moekit::detail::Fp8GemmKernel;
+  struct Case {
+    Fp8GemmKernel body;
+    moekit::GemmConfig c;
+    int wg_n, promote_k, mx_stages;
+  };
+  const Case cases[] = {{Fp8GemmKernel::kMoeGemm1SwigluMxfp4, {64, 256, 2, 8, 132, 1}, 2, 32, 6},
+                        {Fp8GemmKernel::kMoeGemm1SwigluMxfp4, {64, 256, 3, 8, 132, 1}, 2, 64, 4},
+                        {Fp8GemmKernel::kMoeGemm1SwigluMxfp4, {64, 256, 3, 8, 132, 1}, 2, 128, 4},
+                        {Fp8GemmKernel::kMoeGemm2ScatterMxfp4, {64, 128, 3, 1, 132, 1}, 1, 128, 8},
+                        {Fp8GemmKernel::kMoeGemm2ScatterMxfp4, {128, 160, 3, 8, 132, 1}, 1, 128, 4},
+                        {Fp8GemmKernel::kContiguousMxfp4, {256, 128, 2, 8, 132, 1}, 1, 128, 4}};
+  for (const Case& k : cases) {
+    moekit::detail::Fp8GemmFamily family;
+    family.wg_n = k.wg_n;
+    family.promote_k = k.promote_k;
+    family.mx_stages = k.mx_stages;
+    std::string entry;
+    const std::string src = moekit::detail::fp8_gemm_kernel_source(k.c, k.body, &entry, family);
+    SCOPED_TRACE(entry);
+    EXPECT_NE(entry.find("x" + std::to_string(k.mx_stages)), std::string::npos);
+    expect_compiles_clean(src, entry);
+  }
+  // An MXFP4 body needs raw slots and no multicast; the FP8 bodies take none.
+  moekit::detail::Fp8GemmFamily family;
+  std::string entry;
+  family.wg_n = 2;
+  EXPECT_THROW(moekit::detail::fp8_gemm_kernel_source({64, 256, 3, 8, 132, 1}, Fp8GemmKernel::kMoeGemm1SwigluMxfp4,
+                                                      &entry, family),
+               moekit::Error);
+  family.mx_stages = 4;
+  EXPECT_THROW(moekit::detail::fp8_gemm_kernel_source({64, 256, 3, 8, 132, 2}, Fp8GemmKernel::kMoeGemm1SwigluMxfp4,
+                                                      &entry, family),
+               moekit::Error);
+  EXPECT_THROW(
+      moekit::detail::fp8_gemm_kernel_source({64, 256, 3, 8, 132, 1}, Fp8GemmKernel::kMoeGemm1Swiglu, &entry, family),
+      moekit::Error);
 }
 
 TEST(Jit, DiskCacheIsReused) {

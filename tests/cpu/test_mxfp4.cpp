@@ -203,7 +203,7 @@ TEST(Mxfp4Expand, EveryCodeAndShiftMatchesTheE4m3Rounding) {
     for (unsigned code = 0; code < 16; ++code) {
       const uint8_t want = moekit::e4m3_from_float(std::ldexp(moekit::e2m1_to_float(uint8_t(code)), shift));
       unsigned lo = 0, hi = 0;
-      moekit::sm90::mxfp4_expand8(code * 0x11111111u, t, lo, hi);  // the code in all eight places
+      moekit::sm90::mxfp4_expand8(moekit::sm90::mxfp4_loader_word(code * 0x11111111u), t, lo, hi);  // the code in all eight places
       EXPECT_EQ(lo, want * 0x01010101u) << "code " << code << " shift " << shift;
       EXPECT_EQ(hi, want * 0x01010101u) << "code " << code << " shift " << shift;
       if (shift >= moekit::kMxfp4MinShift)  // inside the window: exact
@@ -221,7 +221,7 @@ TEST(Mxfp4Expand, EightCodesKeepTheirStorageOrder) {
     const unsigned packed = unsigned(rng());
     const int shift = int(rng() % 24) - 17;
     unsigned lo = 0, hi = 0;
-    moekit::sm90::mxfp4_expand8(packed, moekit::sm90::mxfp4_table(shift), lo, hi);
+    moekit::sm90::mxfp4_expand8(moekit::sm90::mxfp4_loader_word(packed), moekit::sm90::mxfp4_table(shift), lo, hi);
     for (unsigned e = 0; e < 8; ++e) {
       const uint8_t code = uint8_t((packed >> (4 * e)) & 15u);  // element e: byte e / 2, low nibble first
       const unsigned got = ((e < 4 ? lo : hi) >> (8 * (e % 4))) & 0xFFu;
@@ -241,7 +241,7 @@ bool expands_to(const std::vector<uint8_t>& codes, int64_t k, int64_t r, int64_t
     const uint8_t* src = codes.data() + r * (k / 2) + b * 16 + w * 4;
     const unsigned packed = unsigned(src[0]) | unsigned(src[1]) << 8 | unsigned(src[2]) << 16 | unsigned(src[3]) << 24;
     unsigned lo = 0, hi = 0;
-    moekit::sm90::mxfp4_expand8(packed, t, lo, hi);
+    moekit::sm90::mxfp4_expand8(moekit::sm90::mxfp4_loader_word(packed), t, lo, hi);
     for (int64_t e = 0; e < 8; ++e)
       if ((((e < 4 ? lo : hi) >> (8 * (e % 4))) & 0xFFu) != q[size_t(r * k + b * 32 + w * 8 + e)]) return false;
   }

@@ -79,6 +79,16 @@ struct Weights {
     hsw1 = sw1.download<float>(size_t(ns1));
     hsw2 = sw2.download<float>(size_t(ns2));
   }
+  /// Given FP8 weights (the FP8 form of MXFP4 weights, moekit::mxfp4_to_fp8): uploaded as they are.
+  Weights(int64_t experts, int64_t hidden, int64_t i, std::vector<uint8_t> q1, std::vector<float> s1,
+          std::vector<uint8_t> q2, std::vector<float> s2)
+      : h(hidden), inter(i), e(experts), hw1(std::move(q1)), hw2(std::move(q2)), hsw1(std::move(s1)),
+        hsw2(std::move(s2)) {
+    w1 = DeviceBuffer::from(hw1);
+    w2 = DeviceBuffer::from(hw2);
+    sw1 = DeviceBuffer::from(hsw1);
+    sw2 = DeviceBuffer::from(hsw2);
+  }
   size_t w1_stride() const { return size_t(2 * inter * h); }
   size_t sw1_stride() const { return size_t(moekit::ceil_div(2 * inter, 128) * moekit::ceil_div(h, 128)); }
   size_t w2_stride() const { return size_t(h * inter); }
@@ -98,6 +108,14 @@ struct Layer {
   Layer(const MoeConfig& c, const Weights& weights, cudaStream_t s) : layer(c), w(&weights) {
     prepared = DeviceBuffer(layer.prepared_weight_bytes());
     layer.prepare_weights(weights.slice(layer.config().local_offset), prepared.get(), prepared.bytes(), s);
+    moekit::test::finish(s, "prepare_weights");
+  }
+  /// A layer prepared from `given` (the local experts in another format, e.g. MXFP4) whose values
+  /// `reference` holds in FP8 form (the reference's weights).
+  Layer(const MoeConfig& c, const Weights& reference, const moekit::MoeWeights& given, cudaStream_t s)
+      : layer(c), w(&reference) {
+    prepared = DeviceBuffer(layer.prepared_weight_bytes());
+    layer.prepare_weights(given, prepared.get(), prepared.bytes(), s);
     moekit::test::finish(s, "prepare_weights");
   }
   const MoeConfig& cfg() const { return layer.config(); }
@@ -198,6 +216,21 @@ inline Result run(const Layer& L, const Inputs& in, bool use_logits, cudaStream_
     r.w = in.w;
   }
   return r;
+}
+
+/// Forward arguments of T = in.t tokens from caller ids and weights: x from `in`, the other buffers
+/// as given (the workspace's size as its bytes).
+inline moekit::MoeForwardArgs ids_forward_args(const Inputs& in, const DeviceBuffer& y, const DeviceBuffer& ids,
+                                               const DeviceBuffer& w, const DeviceBuffer& ws) {
+  moekit::MoeForwardArgs a;
+  a.num_tokens = in.t;
+  a.x = in.x.get();
+  a.y = y.get();
+  a.topk_ids = ids.as<int32_t>();
+  a.topk_weights = w.as<float>();
+  a.workspace = ws.get();
+  a.workspace_bytes = ws.bytes();
+  return a;
 }
 
 inline moekit::detail::MoeReferenceConfig ref_config(const MoeConfig& c) {

@@ -321,13 +321,7 @@ TEST(MoeLayer, WorkspaceAndArgumentErrors) {
   random_ids(in, c, 111, false);
   const size_t need = L.layer.workspace_size(t);
   DeviceBuffer ws(need), y(size_t(t * c.hidden * 2)), ids(size_t(t * c.top_k * 4)), w(size_t(t * c.top_k * 4));
-  moekit::MoeForwardArgs a;
-  a.num_tokens = t;
-  a.x = in.x.get();
-  a.y = y.get();
-  a.topk_ids = ids.as<int32_t>();
-  a.topk_weights = w.as<float>();
-  a.workspace = ws.get();
+  moekit::MoeForwardArgs a = ids_forward_args(in, y, ids, w, ws);
   a.workspace_bytes = need - 1;
   try {
     L.layer.forward(a, s);

@@ -146,12 +146,40 @@ constexpr unsigned gemm_staging_bytes(unsigned epilogue_bytes, int bm, int bn, i
   return epilogue_bytes > gemm_split_k_partials_bytes(bm, bn, split_k) ? epilogue_bytes
                                                                        : gemm_split_k_partials_bytes(bm, bn, split_k);
 }
+/// MXFP4 B (docs/design.md §MXFP4 weights): the prepared weights hold, per 32 rows of B and K
+/// block, a sub-chunk of kMxfp4SubBytes: the rows' packed codes (32 x 64 bytes of loader words,
+/// mxfp4_expand.cuh) and then their shift indices (32 x 4 bytes, shift − kMxfp4ZeroShift). The
+/// kernel's TMA map reads them as rows of kMxfp4TmaRowBytes.
+inline constexpr unsigned kMxfp4SubRows = 32;
+inline constexpr unsigned kMxfp4CodeBytes = kMxfp4SubRows * kGemmBlockK / 2;
+inline constexpr unsigned kMxfp4SubBytes = kMxfp4CodeBytes + kMxfp4SubRows * 4;
+inline constexpr unsigned kMxfp4TmaRowBytes = 64;
+inline constexpr unsigned kMxfp4SubTmaRows = kMxfp4SubBytes / kMxfp4TmaRowBytes;  // 34
+/// Expansion tables in shared memory: one 8-byte table per shift in [kMxfp4ZeroShift, 6].
+inline constexpr unsigned kMxfp4Tables = 20;
+/// One raw slot: a B tile's sub-chunks for one K block.
+constexpr unsigned gemm_mx_raw_bytes(int bn) { return unsigned(bn) / kMxfp4SubRows * kMxfp4SubBytes; }
+
+/// Dynamic shared memory up to the end of the staged B scales (offsets from the 1024-aligned base).
+constexpr unsigned gemm_smem_core_bytes(unsigned epilogue_bytes, int bm, int bn, int stages, int split_k) {
+  return gemm_staging_bytes(epilogue_bytes, bm, bn, split_k) + unsigned(stages) * gemm_stage_bytes(bm, bn) +
+         unsigned(stages) * 16u + gemm_sb_stage_offset() + kGemmTileSlots * gemm_sb_stage_floats(bm, bn) * 4u;
+}
+/// With MXFP4 B (mx_stages raw slots, 0 = FP8 B): the raw slots from the next 1024-byte boundary
+/// after the core, then the expansion tables (256 bytes) and a full and an empty mbarrier per slot.
+constexpr unsigned gemm_mx_region_offset(unsigned core_bytes) { return (core_bytes + 1023u) / 1024u * 1024u; }
+constexpr unsigned gemm_mx_region_bytes(int bn, int mx_stages) {
+  return mx_stages ? unsigned(mx_stages) * gemm_mx_raw_bytes(bn) + 256u + unsigned(mx_stages) * 16u : 0u;
+}
+
 /// Total dynamic shared memory with an epilogue staging buffer of `epilogue_bytes` (the split-K
-/// barriers and the staged B scales after the tile pipe).
-constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn, int stages, int split_k = 1) {
-  return 1024u /* alignment slack */ + gemm_staging_bytes(epilogue_bytes, bm, bn, split_k) +
-         unsigned(stages) * gemm_stage_bytes(bm, bn) + unsigned(stages) * 16u + gemm_sb_stage_offset() +
-         kGemmTileSlots * gemm_sb_stage_floats(bm, bn) * 4u;
+/// barriers and the staged B scales after the tile pipe; with MXFP4 B its raw slots after them).
+constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn, int stages, int split_k = 1,
+                                        int mx_stages = 0) {
+  return 1024u /* alignment slack */ +
+         (mx_stages ? gemm_mx_region_offset(gemm_smem_core_bytes(epilogue_bytes, bm, bn, stages, split_k)) +
+                          gemm_mx_region_bytes(bn, mx_stages)
+                    : gemm_smem_core_bytes(epilogue_bytes, bm, bn, stages, split_k));
 }
 /// Staging bytes of the bf16 epilogue: the D tile (Bf16TmaEpilogue), or none when the tile is
 /// stored straight from registers (Bf16DirectEpilogue, GemmConfig::direct_store).
@@ -176,7 +204,9 @@ inline constexpr unsigned kGemmTraceSlots = kGemmTraceSlotClock + 2;
 constexpr unsigned kSwigluEpilogueSmem = 64u * 128u + 1024u;
 
 /// Threads per CTA: one math warpgroup per 64 rows of a wave (times `wg_n` warpgroups side by side
-/// along N), plus one producer warpgroup.
-constexpr int gemm_num_threads(int bm, int wg_n = 1) { return (gemm_wave_rows(bm) / 64) * wg_n * 128 + 128; }
+/// along N), plus one producer warpgroup, plus (MXFP4 B) one warpgroup that expands the weights.
+constexpr int gemm_num_threads(int bm, int wg_n = 1, bool mx = false) {
+  return (gemm_wave_rows(bm) / 64) * wg_n * 128 + 128 + (mx ? 128 : 0);
+}
 
 }  // namespace moekit::sm90

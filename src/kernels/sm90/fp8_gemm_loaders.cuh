@@ -33,6 +33,48 @@ struct BTileWalk {
   }
 };
 
+/// A tile's A loads for one K block: its A boxes and A-scale boxes onto a stage's `full` mbarrier
+/// (by the load thread; with MXFP4 B by the first expansion thread, mxfp4_loader.cuh).
+template <class T>
+struct ATileLoad {
+  u32 m0, box, rows, sfa_boxes;
+  /// Rows per A box (GemmParams::a_box_rows): computed once per kernel.
+  __device__ __forceinline__ static u32 box_rows(const GemmParams& p) {
+    return p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
+  }
+  __device__ __forceinline__ ATileLoad(const Tile& t, u32 a_box) : m0(t.m0), box(a_box) {
+    // The valid rows rounded up to whole boxes (a ghost tile loads none).
+    const u32 need = (t.valid_rows + box - 1) / box * box;
+    rows = need < u32(T::kBlockM) ? need : u32(T::kBlockM);
+    // A-scale boxes: one per wave with valid rows (at least one, as a ghost tile's barrier still
+    // expects bytes).
+    sfa_boxes = T::kWaves > 1 && rows > 128u ? u32(T::kWaves) : 1u;
+  }
+  /// Bytes these loads deliver per K block.
+  __device__ __forceinline__ u32 tx_bytes() const {
+    return rows * kGemmBlockK + sfa_boxes * gemm_sfa_box(T::kBlockM) * 4u;
+  }
+  /// Loads K block kb into stage `st` (A stages at s_a, A-scale stages at s_sfa); `rank`: this CTA's
+  /// rank in its cluster.
+  __device__ __forceinline__ void issue(u32 st, u32 kb, u32 s_a, u32 s_sfa, u32 full, const ptx::TmaDescriptor& tma_a,
+                                        const ptx::TmaDescriptor& tma_sfa, u32 rank) const {
+    for (u32 r = 0, b = 0; r < rows; r += box, ++b) {
+      if constexpr (T::kShareA) {
+        // Box i comes from rank i % kCluster, into the same stage of every CTA (a one-wave tile's
+        // single box from rank 0).
+        if (b % u32(T::kCluster) == rank)
+          ptx::tma_load_2d_multicast(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
+                                     int(m0 + r), ptx::u16((1u << T::kCluster) - 1));
+      } else {
+        ptx::tma_load_2d(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK), int(m0 + r));
+      }
+    }
+    for (u32 w = 0; w < sfa_boxes; ++w)
+      ptx::tma_load_2d(s_sfa + st * T::kSmemSfa + w * gemm_sfa_wave_floats(T::kBlockM) * 4u, &tma_sfa, full,
+                       int((m0 + w * 128u) & ~3u), int(kb));
+  }
+};
+
 /// The tile pipe: the scheduler warp runs the scheduler and publishes each tile (its lane 0 writes
 /// the record), then an end marker, into a ring of kGemmTileSlots records in shared memory; the load thread and the math
 /// warpgroups take them in the same order. Per slot a `full` mbarrier (one arrival per scheduler
@@ -115,6 +157,14 @@ struct TilePipe {
   __device__ __forceinline__ bool pop(Tile& t) {
     ptx::mbar_wait(full() + 8 * slot, phase);
     return peek(t);
+  }
+
+  /// pop and release at once, for a thread that needs the record only until its next take: false
+  /// for the end marker.
+  __device__ __forceinline__ bool take(Tile& t) {
+    const bool more = pop(t);
+    release();
+    return more;
   }
 
   /// Hands the held slot back to the scheduler thread. Every thread that read the record arrives

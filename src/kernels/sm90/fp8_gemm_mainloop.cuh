@@ -4,6 +4,7 @@
 #pragma once
 #include "kernels/sm90/fp8_gemm_loaders.cuh"
 #include "kernels/sm90/fp8_gemm_math.cuh"
+#include "kernels/sm90/mxfp4_loader.cuh"
 #include "kernels/sm90/split_k.cuh"
 
 namespace moekit::sm90 {
@@ -127,20 +128,34 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   const u32 s_empty = s_full + kStages * 8;
   const u32 s_tiles = s_empty + kStages * 8;
   const float* sfa_smem = reinterpret_cast<const float*>(smem + (s_sfa - base));
+  static_assert(!(T::kMxfp4 && kGatherA), "MXFP4 B and the gathered A both need the producer's warps 2 and 3");
+  // MXFP4 B: the raw ring after the core layout (fp8_gemm_layout.cuh gemm_mx_region_offset).
+  const Mxfp4Ring mx = Mxfp4Ring::at<T>(
+      base + gemm_mx_region_offset(gemm_smem_core_bytes(Epilogue::kSmemBytes, T::kBlockM, T::kBlockN, kStages,
+                                                         T::kSplitK)));
+  // Arrivals besides the load thread's: the gather threads' (A) or the expansion threads' (B).
+  constexpr u32 kHelpers = kGatherA ? kGatherThreads : (T::kMxfp4 ? kMxfp4ExpandThreads : 0u);
   TilePipe tiles{s_tiles};
   SplitKReduce<T> split{s_d, s_tiles + gemm_tile_pipe_bytes(), ptx::u32(T::kSplitK > 1 ? ptx::cluster_ctarank() : 0)};
 
   if (threadIdx.x == T::kMathThreads) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      // The load thread's arrival (+ TMA bytes), and with kGatherA one per gather thread.
-      ptx::mbar_init(s_full + 8 * s, 1 + (kGatherA ? kGatherThreads : 0u));
+      // The load thread's arrival (+ TMA bytes; with MXFP4 B the A load thread's), and one per
+      // gather or expansion thread.
+      ptx::mbar_init(s_full + 8 * s, 1u + kHelpers);
       ptx::mbar_init(s_empty + 8 * s, kCluster * T::kMathThreads / 32);  // every math warp of the cluster
     }
     for (u32 s = 0; s < kGemmTileSlots; ++s) {
       ptx::mbar_init(tiles.full() + 8 * s, kGemmTilePublishers);
-      // Every math thread + the load thread (+ the gather threads).
-      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + 1 + (kGatherA ? kGatherThreads : 0u));
+      // Every math thread + the load thread (+ the gather or expansion threads; + the A load thread).
+      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + 1 + kHelpers + (T::kMxfp4 ? 1u : 0u));
+    }
+    if constexpr (T::kMxfp4) {
+      for (int r = 0; r < T::kMxStages; ++r) {
+        ptx::mbar_init(mx.full + 8 * r, 1);
+        ptx::mbar_init(mx.empty + 8 * r, kMxfp4ExpandThreads);
+      }
     }
     if constexpr (T::kSplitK > 1) split.init();
     Scheduler::init_shared(s_tiles + gemm_pair_claims_offset());
@@ -176,6 +191,10 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         tiles.push<T>(t, more, p);
         __syncwarp();
       }
+    } else if (T::kMxfp4 && threadIdx.x == T::kMathThreads) {
+      if constexpr (T::kMxfp4) Mxfp4BLoader<T>::load_raw(p, mx, tma_b, tiles);
+    } else if (T::kMxfp4 && threadIdx.x == T::kMathThreads + 1) {
+      if constexpr (T::kMxfp4) Mxfp4BLoader<T>::load_a(p, s_a, s_sfa, s_full, s_empty, tma_a, tma_sfa, tiles);
     } else if (threadIdx.x == T::kMathThreads) {
       // Load thread (warp 0): takes the tiles from the pipe and issues their TMA loads.
       // A and its scales come from the previous kernel; B (weights) does not. With
@@ -192,21 +211,11 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
 #endif
       // B's L2 policy where GemmParams::b_evict_first: weights that few tiles read go out of L2 first.
       const ptx::u64 b_policy = ptx::l2_policy_evict_first();
-      const u32 a_box = p.a_box_rows ? p.a_box_rows : u32(T::kBlockM);
+      const u32 a_box = ATileLoad<T>::box_rows(p);
       const u32 rank = kCluster > 1 ? ptx::cluster_ctarank() : 0u;
-      for (;;) {
-        Tile t;
-        const bool more = tiles.pop(t);
-        tiles.release();
-        if (!more) break;
-        // A rows to load: the valid rows rounded up to whole boxes (a ghost tile loads none).
-        const u32 a_need = (t.valid_rows + a_box - 1) / a_box * a_box;
-        const u32 a_rows = a_need < u32(T::kBlockM) ? a_need : u32(T::kBlockM);
-        // A-scale boxes: one per wave with valid rows (at least one, as a ghost tile's barrier
-        // still expects bytes).
-        const u32 sfa_boxes = T::kWaves > 1 && a_rows > 128u ? u32(T::kWaves) : 1u;
-        const u32 tx = kGatherA ? T::kSmemB
-                                : a_rows * kGemmBlockK + T::kSmemB + sfa_boxes * gemm_sfa_box(T::kBlockM) * 4u;
+      for (Tile t; tiles.take(t);) {
+        const ATileLoad<T> al(t, a_box);
+        const u32 tx = kGatherA ? T::kSmemB : al.tx_bytes() + T::kSmemB;
         const BTileWalk bw(p, t);
         auto load_b = [&](u32 st, u32 kb) {
           const u32 full = s_full + 8 * st;
@@ -232,23 +241,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           }
         };
         auto load_a = [&](u32 st, u32 kb) {
-          if constexpr (kGatherA) return;  // GatherALoader's
-          const u32 full = s_full + 8 * st;
-          for (u32 r = 0, box = 0; r < a_rows; r += a_box, ++box) {
-            if constexpr (T::kShareA) {
-              // Box i comes from rank i % kCluster, into the same stage of every CTA (a one-wave
-              // tile's single box from rank 0).
-              if (box % u32(kCluster) == rank)
-                ptx::tma_load_2d_multicast(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full,
-                                           int(kb * kGemmBlockK), int(t.m0 + r), ptx::u16((1u << kCluster) - 1));
-            } else {
-              ptx::tma_load_2d(s_a + st * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK),
-                               int(t.m0 + r));
-            }
-          }
-          for (u32 w = 0; w < sfa_boxes; ++w)
-            ptx::tma_load_2d(s_sfa + st * T::kSmemSfa + w * gemm_sfa_wave_floats(T::kBlockM) * 4u, &tma_sfa, full,
-                             int((t.m0 + w * 128u) & ~3u), int(kb));
+          if constexpr (!kGatherA) al.issue(st, kb, s_a, s_sfa, s_full + 8 * st, tma_a, tma_sfa, rank);  // else GatherALoader's
         };
         u32 kb = T::kSplitK > 1 ? t.kb_begin : 0u;
         const u32 kb_end = T::kSplitK > 1 ? t.kb_end : p.num_kb;
@@ -287,6 +280,10 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
     } else if constexpr (kGatherA) {
       if (threadIdx.x >= T::kMathThreads + 64)  // warps 2 and 3
         GatherALoader<T>::run(p, threadIdx.x - (T::kMathThreads + 64), s_a, s_full, s_empty, tiles);
+    } else if constexpr (T::kMxfp4) {
+      if (threadIdx.x >= T::kMathThreads + 128)  // the second producer warpgroup
+        Mxfp4BLoader<T>::expand_all(p, threadIdx.x - (T::kMathThreads + 128), smem, base, s_b, s_full, s_empty, mx,
+                                    tiles);
     }
   } else {
     // ------------------------------------------------------------------ math warpgroups

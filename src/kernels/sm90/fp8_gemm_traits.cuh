@@ -16,7 +16,8 @@
 // mainloop unchanged.
 //
 // Files: fp8_gemm_traits.cuh (tile traits), fp8_gemm_math.cuh (MMA and promotion),
-// fp8_gemm_loaders.cuh (tile pipe, B walk, gathered A), fp8_gemm_mainloop.cuh (the kernel's roles);
+// fp8_gemm_loaders.cuh (tile pipe, B walk, A loads, gathered A), mxfp4_loader.cuh (MXFP4 B: raw
+// codes and their expansion into the B stages), fp8_gemm_mainloop.cuh (the kernel's roles);
 // one entry header per host launcher: gemm.cuh, grouped_gemm.cuh, moe_gemm.cuh.
 #pragma once
 #include "kernels/sm90/fp8_gemm_layout.cuh"
@@ -26,7 +27,7 @@ namespace moekit::sm90 {
 
 
 template <int kBlockM_, int kBlockN_, int kStages_, int kCluster_, int kWgN_ = 1, int kSbRows_ = 128,
-          int kPromoteK_ = 128, int kSplitK_ = 1>
+          int kPromoteK_ = 128, int kSplitK_ = 1, int kMxStages_ = 0>
 struct Fp8GemmTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
@@ -61,7 +62,7 @@ struct Fp8GemmTraits {
   static constexpr int kClusterSize = kCluster * kSplitK;
   static constexpr int kMathWarpgroups = kWgM * kWgN;
   static constexpr int kMathThreads = 128 * kMathWarpgroups;
-  static constexpr int kThreads = gemm_num_threads(kBlockM, kWgN);
+  static constexpr int kThreads = gemm_num_threads(kBlockM, kWgN, kMxStages_ > 0);
   static constexpr u32 kSmemA = gemm_smem_a_bytes(kBlockM);
   static constexpr u32 kSmemB = gemm_smem_b_bytes(kBlockN);
   static constexpr u32 kSmemSfa = gemm_smem_sfa_bytes(kBlockM);
@@ -78,6 +79,7 @@ struct Fp8GemmTraits {
   /// kGemmMaxStagedKb blocks). Measured (H100, docs/performance.md §B-scale reads): 256 x 128 tiles
   /// −2…−5% (4096x32768x512 154.4 → 147.3 µs), 128-row tiles +3% (4096x2112x7168 m128n128 118.4 →
   /// 121–123), so those keep the L1 path.
+  /// (MXFP4 GEMM2 tiles staging them measured neutral: deepseek-v3 T = 64 939 → 932 µs.)
   static constexpr bool kStageSb = kWgN == 1 && kSbRows == 128 && kWaves == 2;
   static constexpr u32 kSbRowsStaged = gemm_sb_stage_rows(kBlockN);
   static constexpr u32 kSbStageFloats = gemm_sb_stage_floats(kBlockM, kBlockN);
@@ -87,8 +89,17 @@ struct Fp8GemmTraits {
   /// of 64 instead of 24 chunks; measured 4096x2112x7168 m128n192 121.1 → 106.2 µs,
   /// docs/performance.md §Tile widths that straddle B-scale blocks).
   static constexpr u32 kSbChunkGroup = u32(gemm_gcd(kSbRows, kWgCols)) / 8;
-  static constexpr u32 kProducerRegs = 40;
-  static constexpr u32 kMathRegs = 232;
+  /// MXFP4 B (mxfp4_loader.cuh), 0 = FP8 B: the load thread streams the packed codes into this many
+  /// raw slots, and a second producer warpgroup expands each into an E4M3 B stage.
+  static constexpr int kMxStages = kMxStages_;
+  static constexpr bool kMxfp4 = kMxStages_ > 0;
+  /// Registers per thread after setmaxnreg (64 K per SM: 128 x (math warpgroups x kMathRegs +
+  /// producer warpgroups x kProducerRegs)). MXFP4 B (two producer warpgroups): enough for the
+  /// expansion to keep several jobs' loads in flight; with two math warpgroups the math gives up 24.
+  static constexpr u32 kProducerWarpgroups = kMxfp4 ? 2u : 1u;
+  static constexpr u32 kProducerRegs = !kMxfp4 ? 40u : (kMathWarpgroups == 1 ? 136u : 40u);
+  static constexpr u32 kMathRegs = kMxfp4 && kMathWarpgroups > 1 ? 216u : 232u;
+  static_assert(kMathWarpgroups * kMathRegs + kProducerWarpgroups * kProducerRegs <= 512u, "64 K registers per SM");
 
   static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64, 128 or 256");
   static_assert(kWaves == 1 || (kWgN == 1 && kBlockN <= 128 && kPromoteK_ == 128 && kSplitK_ == 1),
@@ -105,6 +116,8 @@ struct Fp8GemmTraits {
   static_assert(kShareA || (kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "swizzled tiles must stay 1024-byte aligned");
   static_assert(kSmemSfa % 128 == 0, "TMA destinations must stay 128-byte aligned");
+  static_assert(!kMxfp4 || (kCluster == 1 && kSplitK == 1 && kBlockN % 32 == 0 && kMxStages <= 16),
+                "MXFP4 B: no multicast, no split-K, BLOCK_N a multiple of 32, at most 16 raw slots");
 };
 
 /// Diagnostic switches for A/B runs only — the results are wrong (docs/performance.md §Energy and the power limit). They can be set

@@ -4,6 +4,7 @@
 //                         (gate/up interleaved by 64 rows, one B scale per 64 rows), out = FP8 h +
 //                         its 1x128 scales.
 //   moe_gemm2_scatter_* : A = h, B = W2, out = FP32 scatter-add of router-weighted rows into y.
+//   *_mxfp4             : the same with MXFP4 weights (kernels/sm90/mxfp4_loader.cuh).
 #pragma once
 #include "kernels/sm90/epilogue_moe.cuh"
 #include "kernels/sm90/fp8_gemm_mainloop.cuh"
@@ -12,8 +13,9 @@ namespace moekit::sm90 {
 
 /// GEMM1 tile traits: 64 rows x 256 prepared-W1 rows (128 h columns), two warpgroups along N.
 /// kPromoteK: K per tensor-core accumulation chain (Fp8GemmTraits::kPromoteK).
-template <int kStages, int kCluster, int kPromoteK>
-using MoeGemm1Traits = Fp8GemmTraits<64, 256, kStages, kCluster, 2, 64, kPromoteK>;
+/// kMxStages: MXFP4 W1 (Fp8GemmTraits::kMxStages), 0 = FP8.
+template <int kStages, int kCluster, int kPromoteK, int kMxStages = 0>
+using MoeGemm1Traits = Fp8GemmTraits<64, 256, kStages, kCluster, 2, 64, kPromoteK, 1, kMxStages>;
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kPromoteK = 128>
 __device__ __forceinline__ void moe_gemm1_swiglu_contiguous(const ptx::TmaDescriptor& tma_a,
@@ -39,6 +41,29 @@ __device__ __forceinline__ void moe_gemm1_swiglu_gather_contiguous(const ptx::Tm
   using T = MoeGemm1Traits<kStages, kCluster, kPromoteK>;
   fp8_gemm_mainloop<T, ContiguousScheduler<64, 256, kCluster, MoeGemm1Params>, SwigluFp8Epilogue<T>, true>(
       tma_a, tma_b, tma_sfa, tma_d, p);
+}
+
+/// GEMM1 on MXFP4 W1 (prepared, moe_weights_mxfp4.cu): kMxStages raw slots (mxfp4_loader.cuh),
+/// A from the permuted activations.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages, int kPromoteK = 128>
+__device__ __forceinline__ void moe_gemm1_swiglu_mxfp4(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
+                                                       const ptx::TmaDescriptor& tma_sfa,
+                                                       const ptx::TmaDescriptor& tma_d, const MoeGemm1Params& p) {
+  static_assert(kBlockM == 64 && kBlockN == 256, "GEMM1 runs 64 x 256 tiles");
+  using T = MoeGemm1Traits<kStages, kCluster, kPromoteK, kMxStages>;
+  fp8_gemm_mainloop<T, ContiguousScheduler<64, 256, kCluster, MoeGemm1Params>, SwigluFp8Epilogue<T>>(tma_a, tma_b,
+                                                                                                    tma_sfa, tma_d, p);
+}
+
+/// GEMM2 + scatter-add on MXFP4 W2 (prepared): kMxStages raw slots.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages>
+__device__ __forceinline__ void moe_gemm2_scatter_mxfp4(const ptx::TmaDescriptor& tma_a,
+                                                        const ptx::TmaDescriptor& tma_b,
+                                                        const ptx::TmaDescriptor& tma_sfa,
+                                                        const ptx::TmaDescriptor& tma_d, const MoeGemm2Params& p) {
+  using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster, 1, 128, 128, 1, kMxStages>;
+  fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN, kCluster>, ScatterAddEpilogue<T>>(tma_a, tma_b, tma_sfa,
+                                                                                               tma_d, p);
 }
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster>

@@ -5,8 +5,16 @@
 // A 32-block of codes with scale byte s, inside a 128 x 128 block whose largest scale byte is m,
 // expands with shift = s − m + 6 (≤ 6): each element becomes e4m3(e2m1 · 2^shift). Its eight
 // possible magnitudes form one 8-byte table, so four elements take one byte permutation plus
-// their sign bits.
+// their sign bits, which the prepared weights keep where the bytes need them (mxfp4_loader_word).
 #pragma once
+
+// Host and device under nvcc (the preparation kernels), plain functions elsewhere (NVRTC compiles
+// them as device code by default).
+#if defined(__CUDACC__)
+#define MOEKIT_MXFP4_HD __host__ __device__
+#else
+#define MOEKIT_MXFP4_HD
+#endif
 
 namespace moekit::sm90 {
 
@@ -55,9 +63,9 @@ constexpr Mxfp4Table mxfp4_table(int shift) {
   return t;
 }
 
-/// Byte i of the result is byte (sel >> 4i) & 7 of {hi, lo} (prmt's default mode; sel's bit 3 of
-/// each nibble must be clear).
-inline unsigned mxfp4_byte_perm(unsigned lo, unsigned hi, unsigned sel) {
+/// Byte i of the result is byte (sel >> 4i) & 7 of {hi, lo}, i < 4 (prmt's default mode, which
+/// reads the low 16 bits of sel; bit 3 of each of those nibbles must be clear).
+MOEKIT_MXFP4_HD inline unsigned mxfp4_byte_perm(unsigned lo, unsigned hi, unsigned sel) {
 #if defined(__CUDA_ARCH__)
   return __byte_perm(lo, hi, sel);
 #else
@@ -71,18 +79,27 @@ inline unsigned mxfp4_byte_perm(unsigned lo, unsigned hi, unsigned sel) {
 #endif
 }
 
-/// The sign bits (bit 3) of four codes (nibbles of `codes`) as the sign bits (bit 7) of four bytes.
-constexpr unsigned mxfp4_sign_bytes(unsigned codes) {
-  return ((codes & 0x8u) << 4) | ((codes & 0x80u) << 8) | ((codes & 0x800u) << 12) | ((codes & 0x8000u) << 16);
+/// The loader word of eight E2M1 codes: `natural` holds them as stored (element i in nibble i:
+/// the low nibble of each byte is the even element); the prepared weights hold this permutation
+/// instead (moe_weights_mxfp4.cu), which keeps each element's magnitude in its nibble's low three
+/// bits and moves the sign bits so that the expansion needs no bit spreading: bit 3 of nibble
+/// 2j + 1 is element j's sign, bit 3 of nibble 2j element 4 + j's (j < 4).
+constexpr unsigned mxfp4_loader_word(unsigned natural) {
+  unsigned w = natural & 0x77777777u;
+  for (unsigned j = 0; j < 4; ++j) {
+    w |= ((natural >> (4u * j + 3u)) & 1u) << (8u * j + 7u);
+    w |= ((natural >> (4u * (4u + j) + 3u)) & 1u) << (8u * j + 3u);
+  }
+  return w;
 }
 
-/// Eight E2M1 codes as stored (element i in bits [4i, 4i + 4): the low nibble of each byte is the
-/// even element) → their E4M3 bytes under table t, elements 0–3 in out_lo and 4–7 in out_hi
-/// (little-endian: element order in memory). −0 stays −0 (0x80).
-inline void mxfp4_expand8(unsigned packed, Mxfp4Table t, unsigned& out_lo, unsigned& out_hi) {
-  const unsigned mag = packed & 0x77777777u;
-  out_lo = mxfp4_byte_perm(t.lo, t.hi, mag & 0xFFFFu) | mxfp4_sign_bytes(packed & 0xFFFFu);
-  out_hi = mxfp4_byte_perm(t.lo, t.hi, mag >> 16) | mxfp4_sign_bytes(packed >> 16);
+/// Eight codes as a loader word (mxfp4_loader_word) → their E4M3 bytes under table t, elements
+/// 0–3 in out_lo and 4–7 in out_hi (little-endian: element order in memory): two byte
+/// permutations and two sign merges. −0 stays −0 (0x80).
+MOEKIT_MXFP4_HD inline void mxfp4_expand8(unsigned word, Mxfp4Table t, unsigned& out_lo, unsigned& out_hi) {
+  const unsigned mag = word & 0x77777777u;  // selector nibbles with bit 3 clear (prmt's plain mode)
+  out_lo = mxfp4_byte_perm(t.lo, t.hi, mag) | (word & 0x80808080u);
+  out_hi = mxfp4_byte_perm(t.lo, t.hi, mag >> 16) | ((word << 4) & 0x80808080u);
 }
 
 }  // namespace moekit::sm90
