@@ -98,6 +98,10 @@ struct MoeWeights {
   const float* sw2 = nullptr; ///< kFp8: FP32 [E_local, ceil(H/128), ceil(I/128)]; 4-byte aligned. kMxfp4: unused
   const uint8_t* w1_scales = nullptr;  ///< kMxfp4: UE8M0 [E_local, 2I, H/32] (gpt-oss's `*_scales`). kFp8: unused
   const uint8_t* w2_scales = nullptr;  ///< kMxfp4: UE8M0 [E_local, H, I/32]. kFp8: unused
+  /// kMxfp4: W1's codes and scales in gpt-oss's row order (row 2i gate row i, row 2i + 1 up row i:
+  /// `mlp1_weight.blocks` / `.scales` of its checkpoints as they are); preparation reorders them.
+  /// false: the SPEC order (gate rows, then up rows).
+  bool w1_gate_up_interleaved = false;
 };
 
 /// Inputs and outputs of one forward call (device pointers).

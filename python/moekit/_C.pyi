@@ -37,8 +37,10 @@ class Layer:
         deterministic: bool = False,
         gemm1_promote_k: int = 0,
         gemm1_input: str = "auto",
+        weight_format: str = "fp8",
     ) -> None: ...
     num_experts: int
+    weight_format: str
     top_k: int
     hidden: int
     inter: int
@@ -47,6 +49,10 @@ class Layer:
     def prepared_weight_bytes(self) -> int: ...
     def workspace_size(self, num_tokens: int) -> int: ...
     def prepare_weights(self, w1: Tensor, w1_scale: Tensor, w2: Tensor, w2_scale: Tensor, prepared: Tensor, stream: int) -> None: ...
+    def prepare_weights_mxfp4(
+        self, w1: Tensor, w1_scale: Tensor, w2: Tensor, w2_scale: Tensor, prepared: Tensor, stream: int,
+        gate_up_interleaved: bool = False,
+    ) -> None: ...
     def forward(
         self,
         x: Tensor,

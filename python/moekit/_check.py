@@ -13,6 +13,7 @@ FP8 = (torch.float8_e4m3fn, torch.uint8)  # uint8 = raw E4M3 codes
 F32 = (torch.float32,)
 BF16 = (torch.bfloat16,)
 I32 = (torch.int32,)
+U8 = (torch.uint8,)  # MXFP4 codes and UE8M0 scales
 LOGITS = (torch.float32, torch.bfloat16)
 
 

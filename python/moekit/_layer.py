@@ -7,12 +7,13 @@ from typing import Any, Mapping, Optional, Tuple, Union
 import torch
 
 from . import _C, _torch
-from ._check import BF16, F32, FP8, I32, LOGITS, ceil128, check_devices, check_tensor
+from ._check import BF16, F32, FP8, I32, LOGITS, U8, ceil128, check_devices, check_tensor
 from ._routing import Routing
 
 __all__ = ["MoeLayer"]
 
 _GEMM1_INPUTS = ("auto", "permuted", "gathered")
+_WEIGHT_FORMATS = ("fp8", "mxfp4")
 
 
 class MoeLayer(torch.nn.Module):
@@ -31,6 +32,8 @@ class MoeLayer(torch.nn.Module):
         slightly slower. False (default) sums the k slots with FP32 atomics.
       gemm1_promote_k: GEMM1's FP32 promotion interval (0 = automatic, or 32 / 64 / 128).
       gemm1_input: "auto", "permuted" or "gathered" (bit-identical results, speed only).
+      weight_format: "fp8" (default: E4M3 with 128x128 FP32 block scales) or "mxfp4" (E2M1 codes
+        with a UE8M0 scale per 32 of K, gpt-oss's checkpoints; needs H % 32 == 0 and I % 64 == 0).
 
     The configuration is validated here (ValueError naming the field; no GPU needed). Then call
     load_weights(...) once, optionally prepare(T) for each token count you will capture in a CUDA
@@ -54,11 +57,14 @@ class MoeLayer(torch.nn.Module):
         deterministic: bool = False,
         gemm1_promote_k: int = 0,
         gemm1_input: str = "auto",
+        weight_format: str = "fp8",
     ) -> None:
         super().__init__()
         routing = Routing.coerce(routing)
         if gemm1_input not in _GEMM1_INPUTS:
             raise ValueError(f"moekit: gemm1_input must be one of {_GEMM1_INPUTS}, got {gemm1_input!r}")
+        if weight_format not in _WEIGHT_FORMATS:
+            raise ValueError(f"moekit: weight_format must be one of {_WEIGHT_FORMATS}, got {weight_format!r}")
         if expert_parallel is None:
             local_offset, local_count = 0, 0
         else:
@@ -79,7 +85,9 @@ class MoeLayer(torch.nn.Module):
             int(num_experts), int(top_k), int(hidden), int(inter),
             routing=c_routing, limit=float(limit), local_offset=local_offset, local_count=local_count,
             deterministic=bool(deterministic), gemm1_promote_k=int(gemm1_promote_k), gemm1_input=gemm1_input,
+            weight_format=weight_format,
         )
+        self.weight_format = weight_format
         self.num_experts = int(num_experts)
         self.top_k = int(top_k)
         self.hidden = int(hidden)
@@ -101,7 +109,8 @@ class MoeLayer(torch.nn.Module):
     def extra_repr(self) -> str:
         r = self.routing.method if self.routing is not None else "caller top-k"
         ep = f", experts [{self.local_offset}, {self.local_offset + self.local_count})" if self.local_count != self.num_experts else ""
-        return f"E={self.num_experts}, k={self.top_k}, H={self.hidden}, I={self.inter}, routing={r}{ep}"
+        fmt = ", mxfp4" if self.weight_format == "mxfp4" else ""
+        return f"E={self.num_experts}, k={self.top_k}, H={self.hidden}, I={self.inter}, routing={r}{ep}{fmt}"
 
     @property
     def device(self) -> Optional[torch.device]:
@@ -131,6 +140,8 @@ class MoeLayer(torch.nn.Module):
         w1 / w1_scale may be dropped after this call. Must not run while a forward is in flight
         on another stream.
         """
+        if self.weight_format == "mxfp4":
+            raise ValueError("moekit: this layer takes MXFP4 weights: call load_mxfp4_weights(...)")
         e, h, i = self.local_count, self.hidden, self.inter
         check_tensor(w1, "w1", FP8, shape=(e, 2 * i, h), desc=f"[E_local, 2I, H] = [{e}, {2 * i}, {h}]", contiguous=True)
         check_tensor(w1_scale, "w1_scale", F32, shape=(e, ceil128(2 * i), ceil128(h)),
@@ -150,6 +161,54 @@ class MoeLayer(torch.nn.Module):
         state.device = device
         self._device = device
         state.keep = (w2, w2_scale, prepared) + ((bias,) if bias is not None else ())
+        state.ws_sizes.clear()
+        self.weights_loaded = True
+
+    def load_mxfp4_weights(
+        self,
+        w1: torch.Tensor,
+        w1_scale: torch.Tensor,
+        w2: torch.Tensor,
+        w2_scale: torch.Tensor,
+        gate_up_interleaved: bool = False,
+    ) -> None:
+        """One-time preparation of MXFP4 expert weights (weight_format="mxfp4"), on the current
+        stream of the weights' GPU; every input may be dropped afterwards (the layer keeps only its
+        prepared buffer: the codes stay 4-bit).
+
+        w1: uint8 codes [E_local, 2I, H/2] (two E2M1 values per byte along K, the low nibble the even
+          one), or gpt-oss's blocks [E_local, 2I, H/32, 16]; w1_scale: uint8 UE8M0 [E_local, 2I, H/32].
+        w2 / w2_scale: likewise [E_local, H, I/2] (or [E_local, H, I/32, 16]) and [E_local, H, I/32].
+        gate_up_interleaved: W1's rows in gpt-oss's order (row 2i gate row i, 2i + 1 up row i), as its
+          checkpoints store mlp1_weight; False: rows [0, I) gate, [I, 2I) up.
+        All contiguous, on one CUDA device.
+        """
+        if self.weight_format != "mxfp4":
+            raise ValueError("moekit: this layer takes FP8 weights (weight_format='fp8'): call load_weights(...)")
+        e, h, i = self.local_count, self.hidden, self.inter
+        if w1.dim() == 4:
+            w1 = w1.reshape(w1.shape[0], w1.shape[1], -1)
+        if w2.dim() == 4:
+            w2 = w2.reshape(w2.shape[0], w2.shape[1], -1)
+        check_tensor(w1, "w1", U8, shape=(e, 2 * i, h // 2), desc=f"[E_local, 2I, H/2] = [{e}, {2 * i}, {h // 2}]", contiguous=True)
+        check_tensor(w1_scale, "w1_scale", U8, shape=(e, 2 * i, h // 32),
+                     desc=f"[E_local, 2I, H/32] = [{e}, {2 * i}, {h // 32}]", contiguous=True)
+        check_tensor(w2, "w2", U8, shape=(e, h, i // 2), desc=f"[E_local, H, I/2] = [{e}, {h}, {i // 2}]", contiguous=True)
+        check_tensor(w2_scale, "w2_scale", U8, shape=(e, h, i // 32),
+                     desc=f"[E_local, H, I/32] = [{e}, {h}, {i // 32}]", contiguous=True)
+        bias = self.routing.correction_bias if self.routing is not None else None
+        device = check_devices([("w1", w1), ("w1_scale", w1_scale), ("w2", w2), ("w2_scale", w2_scale),
+                                ("routing.correction_bias", bias)])
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("moekit: load_mxfp4_weights cannot run during CUDA graph capture")
+        state = self._state
+        prepared = torch.empty(state.layer.prepared_weight_bytes(), dtype=torch.uint8, device=device)
+        with torch.cuda.device(device):
+            state.layer.prepare_weights_mxfp4(w1, w1_scale, w2, w2_scale, prepared, _torch.current_stream(device),
+                                              bool(gate_up_interleaved))
+        state.device = device
+        self._device = device
+        state.keep = (prepared,) + ((bias,) if bias is not None else ())
         state.ws_sizes.clear()
         self.weights_loaded = True
 

@@ -100,9 +100,15 @@ const char* gemm1_input_name(MoeGemm1Input v) {
   }
 }
 
+MoeWeightFormat parse_weight_format(const std::string& s) {
+  if (s == "fp8") return MoeWeightFormat::kFp8;
+  if (s == "mxfp4") return MoeWeightFormat::kMxfp4;
+  throw nb::value_error(("Layer: weight_format must be 'fp8' or 'mxfp4', got '" + s + "'").c_str());
+}
+
 void make_layer(Layer* self, int num_experts, int top_k, int64_t hidden, int64_t inter, const Routing* routing,
                 float limit, int local_offset, int local_count, bool deterministic, int gemm1_promote_k,
-                const std::string& gemm1_input) {
+                const std::string& gemm1_input, const std::string& weight_format) {
   MoeConfig c;
   c.num_experts = num_experts;
   c.top_k = top_k;
@@ -115,6 +121,7 @@ void make_layer(Layer* self, int num_experts, int top_k, int64_t hidden, int64_t
   c.deterministic = deterministic;
   c.gemm1_promote_k = gemm1_promote_k;
   c.gemm1_input = parse_gemm1_input(gemm1_input);
+  c.weight_format = parse_weight_format(weight_format);
   if (routing) check_bias(*routing, num_experts, "Layer");
   // MoeLayer validates the configuration (moekit::Error → ValueError with its message).
   new (self) Layer(c, routing ? nb::find(routing) : nb::none());
@@ -159,6 +166,43 @@ void prepare_weights(Layer& self, nb::handle w1_obj, nb::handle sw1_obj, nb::han
   }
   self.w2 = w2.array;
   self.w2_scale = sw2.array;
+  self.prepared = prep.array;
+  self.weights_device = prep.array.device_id();
+}
+
+/// MXFP4 weights: codes and UE8M0 scales as uint8 (the codes [E_local, N, K/2]; callers reshape
+/// gpt-oss's [E, N, K/32, 16] blocks), converted into `prepared`; nothing else is kept.
+void prepare_weights_mxfp4(Layer& self, nb::handle w1_obj, nb::handle s1_obj, nb::handle w2_obj, nb::handle s2_obj,
+                           nb::handle prepared_obj, std::uintptr_t stream, bool gate_up_interleaved) {
+  const MoeConfig& c = self.layer.config();
+  if (c.weight_format != MoeWeightFormat::kMxfp4)
+    throw nb::value_error("Layer.prepare_weights_mxfp4: the layer was made with weight_format='fp8'");
+  const int64_t el = c.local_count, h = c.hidden, i = c.inter;
+  DeviceScope devices;
+  auto codes = [&](nb::handle obj, const char* name, int64_t n, int64_t k, int64_t per) {
+    Tensor t = cuda_tensor(obj, name, {kUInt8}, 3, devices);
+    expect_shape(t, {el, n, k / per});
+    expect_contiguous(t);
+    return t;
+  };
+  Tensor w1 = codes(w1_obj, "w1", 2 * i, h, 2), s1 = codes(s1_obj, "w1_scale", 2 * i, h, 32);
+  Tensor w2 = codes(w2_obj, "w2", h, i, 2), s2 = codes(s2_obj, "w2_scale", h, i, 32);
+  Tensor prep = cuda_tensor(prepared_obj, "prepared", {kUInt8}, 1, devices);
+  expect_contiguous(prep);
+  devices.expect_device(bias_device(self), "routing.correction_bias");
+  MoeWeights w;
+  w.w1 = w1.data();
+  w.w1_scales = static_cast<const uint8_t*>(s1.data());
+  w.w2 = w2.data();
+  w.w2_scales = static_cast<const uint8_t*>(s2.data());
+  w.w1_gate_up_interleaved = gate_up_interleaved;
+  {
+    devices.activate();
+    nb::gil_scoped_release release;
+    self.layer.prepare_weights(w, prep.data(), prep.nbytes(), static_cast<cudaStream_t>(stream_ptr(stream)));
+  }
+  self.w2.reset();
+  self.w2_scale.reset();
   self.prepared = prep.array;
   self.weights_device = prep.array.device_id();
 }
@@ -284,7 +328,7 @@ void bind_layer(nb::module_& m) {
   nb::class_<Layer>(m, "Layer", "moekit::MoeLayer: the FP8 block-scaled MoE layer (see docs/api.md).")
       .def("__init__", &make_layer, "num_experts"_a, "top_k"_a, "hidden"_a, "inter"_a, nb::kw_only(),
            "routing"_a.none() = nb::none(), "limit"_a = 0.0f, "local_offset"_a = 0, "local_count"_a = 0,
-           "deterministic"_a = false, "gemm1_promote_k"_a = 0, "gemm1_input"_a = "auto",
+           "deterministic"_a = false, "gemm1_promote_k"_a = 0, "gemm1_input"_a = "auto", "weight_format"_a = "fp8",
            "Validates the configuration (ValueError with moekit's message); needs no GPU.")
       .def_prop_ro("num_experts", [](const Layer& l) { return l.layer.config().num_experts; })
       .def_prop_ro("top_k", [](const Layer& l) { return l.layer.config().top_k; })
@@ -299,6 +343,10 @@ void bind_layer(nb::module_& m) {
       .def_prop_ro("gemm1_promote_k", [](const Layer& l) { return l.layer.config().gemm1_promote_k; })
       .def_prop_ro("gemm1_input",
                    [](const Layer& l) { return std::string(gemm1_input_name(l.layer.config().gemm1_input)); })
+      .def_prop_ro("weight_format",
+                   [](const Layer& l) {
+                     return std::string(l.layer.config().weight_format == MoeWeightFormat::kMxfp4 ? "mxfp4" : "fp8");
+                   })
       .def_prop_ro("routing", [](const Layer& l) { return l.routing; })
       .def_prop_ro("weights_prepared", [](const Layer& l) { return l.layer.weights_prepared(); })
       .def(
@@ -316,6 +364,11 @@ void bind_layer(nb::module_& m) {
            "One-time weight preparation into `prepared`. w1 fp8/uint8 [E_local, 2I, H], w1_scale fp32 "
            "[E_local, ceil(2I/128), ceil(H/128)], w2 [E_local, H, I], w2_scale [E_local, ceil(H/128), "
            "ceil(I/128)], all contiguous. The layer keeps references to w2, w2_scale and prepared.")
+      .def("prepare_weights_mxfp4", &prepare_weights_mxfp4, "w1"_a.none(), "w1_scale"_a.none(), "w2"_a.none(),
+           "w2_scale"_a.none(), "prepared"_a.none(), "stream"_a = 0, "gate_up_interleaved"_a = false,
+           "MXFP4 weights (weight_format='mxfp4'): uint8 codes w1 [E_local, 2I, H/2], w1_scale [E_local, 2I, "
+           "H/32], w2 [E_local, H, I/2], w2_scale [E_local, H, I/32], contiguous; gate_up_interleaved: W1's rows "
+           "in gpt-oss's order. Converted into `prepared`; only `prepared` is kept.")
       .def("forward", &forward, "x"_a.none(), "y"_a.none(), "workspace"_a.none(), "stream"_a = 0, nb::kw_only(),
            "topk_ids"_a.none() = nb::none(), "topk_weights"_a.none() = nb::none(), "logits"_a.none() = nb::none(),
            "routed_ids"_a.none() = nb::none(), "routed_weights"_a.none() = nb::none(),

@@ -80,8 +80,10 @@ void moe_prepare_w1_scales(const float* sw1, int num_experts, int64_t hidden, in
 /// tiled by kW1ChunkRows, into w1p; its block scales into sw1_blocks [E, ceil(2I/128),
 /// ceil(H/128)], then the prepared scales into sw1p. W2: sub-chunks row-major by 32 rows into w2p,
 /// block scales into sw2 [E, ceil(H/128), ceil(I/128)]. K = H or I, a multiple of 32.
-void moe_prepare_w1_mxfp4(const void* codes, const uint8_t* scales, int num_experts, int64_t hidden, int64_t inter,
-                          float* sw1_blocks, void* w1p, float* sw1p, cudaStream_t stream);
+/// `interleaved`: W1's rows are stored in gpt-oss's order (moekit::gpt_oss_w1_source_row); the
+/// result is that of the SPEC order.
+void moe_prepare_w1_mxfp4(const void* codes, const uint8_t* scales, bool interleaved, int num_experts, int64_t hidden,
+                          int64_t inter, float* sw1_blocks, void* w1p, float* sw1p, cudaStream_t stream);
 void moe_prepare_w2_mxfp4(const void* codes, const uint8_t* scales, int num_experts, int64_t hidden, int64_t inter,
                           void* w2p, float* sw2, cudaStream_t stream);
 /// The FP8 form of E MXFP4 matrices [rows, k] (moekit::mxfp4_to_fp8 on the device, bit for bit): q

@@ -175,6 +175,8 @@ void MoeLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepa
     MOEKIT_REQUIRE(w.w1 && w.w1_scales && w.w2 && w.w2_scales, kInv, fn,
                    ": MXFP4 weights need w1, w1_scales, w2 and w2_scales");
   } else {
+    MOEKIT_REQUIRE(!w.w1_gate_up_interleaved, kInv, fn,
+                   ": w1_gate_up_interleaved (gpt-oss's row order) is taken with MXFP4 weights only");
     MOEKIT_REQUIRE(w.w1 && w.sw1 && w.w2 && w.sw2, kInv, fn, ": w1, sw1, w2 and sw2 are all required");
     MOEKIT_REQUIRE(aligned(w.sw1, 4) && aligned(w.sw2, 4), ErrorCode::kMisaligned, fn,
                    ": sw1 and sw2 must be 4-byte aligned");
@@ -193,8 +195,8 @@ void MoeLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepa
   float* sw1p = reinterpret_cast<float*>(base + l.sw1);
   if (mx) {
     float* sw2p = reinterpret_cast<float*>(base + l.sw2);
-    detail::moe_prepare_w1_mxfp4(w.w1, w.w1_scales, config_.local_count, config_.hidden, config_.inter,
-                                 reinterpret_cast<float*>(base + l.sw1_blocks), base, sw1p, stream);
+    detail::moe_prepare_w1_mxfp4(w.w1, w.w1_scales, w.w1_gate_up_interleaved, config_.local_count, config_.hidden,
+                                 config_.inter, reinterpret_cast<float*>(base + l.sw1_blocks), base, sw1p, stream);
     detail::moe_prepare_w2_mxfp4(w.w2, w.w2_scales, config_.local_count, config_.hidden, config_.inter, base + l.w2,
                                  sw2p, stream);
     w2_ = base + l.w2;

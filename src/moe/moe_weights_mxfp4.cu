@@ -34,8 +34,14 @@ int grid_for(int64_t n, int threads) {
   return static_cast<int>(std::min<int64_t>(b, 132 * 16));
 }
 
-// One thread per (expert, 128-row block, K block) of R rows x K: the block's scale.
-__global__ void mxfp4_block_scales_kernel(const uint8_t* scales, int64_t rows, int64_t k, int64_t total, float* sb) {
+// The stored row of SPEC row r: r, or with gpt-oss's interleaved W1 (inter > 0) its row there.
+__host__ __device__ inline int64_t stored_row(int64_t r, int64_t interleaved_inter) {
+  return interleaved_inter > 0 ? gpt_oss_w1_source_row(r, interleaved_inter) : r;
+}
+
+// One thread per (expert, 128-row block, K block) of R rows x K (SPEC order): the block's scale.
+__global__ void mxfp4_block_scales_kernel(const uint8_t* scales, int64_t rows, int64_t k, int64_t total,
+                                          int64_t interleaved_inter, float* sb) {
   const int64_t nb = ceil_div(rows, kQuantBlock), kbs = ceil_div(k, kQuantBlock), per_row = k / kMxfp4Block;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t kb = i % kbs, b = (i / kbs) % nb, e = i / (kbs * nb);
@@ -44,7 +50,7 @@ __global__ void mxfp4_block_scales_kernel(const uint8_t* scales, int64_t rows, i
     int m = 0;
     bool nan = false;
     for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* row = scales + (e * rows + r) * per_row;
+      const uint8_t* row = scales + (e * rows + stored_row(r, interleaved_inter)) * per_row;
       for (int64_t c = c0; c < c1; ++c) {
         const int s = row[c];
         nan = nan || s == 255;
@@ -63,11 +69,12 @@ __device__ inline unsigned block_max_byte(float sb) {
 
 // One thread per (expert, destination row, K block): the row's 64 code bytes as loader words and
 // its four shift indices, at the row's place in its sub-chunk. kW1: destination rows are the
-// prepared W1's (source row prepared_source_row, or zeros); else destination row = source row.
+// prepared W1's (SPEC row prepared_source_row, or zeros; stored as stored_row says); else
+// destination row = source row.
 template <bool kW1>
 __global__ void mxfp4_sub_chunks_kernel(const uint8_t* codes, const uint8_t* scales, const float* sb,
                                         int64_t src_rows, int64_t dst_rows, int64_t k, int64_t inter,
-                                        int64_t chunk_rows, int64_t total, uint8_t* out) {
+                                        int64_t interleaved_inter, int64_t chunk_rows, int64_t total, uint8_t* out) {
   const int64_t kbs = ceil_div(k, kQuantBlock), per_row = k / kMxfp4Block, nb = ceil_div(src_rows, kQuantBlock);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t kb = i % kbs, r = (i / kbs) % dst_rows, e = i / (kbs * dst_rows);
@@ -79,7 +86,8 @@ __global__ void mxfp4_sub_chunks_kernel(const uint8_t* codes, const uint8_t* sca
     uint32_t words[16] = {};
     uint32_t idx = 0;  // four indices, one byte each; 0 (shift −13) expands to zeros
     if (src >= 0) {
-      const uint8_t* row = codes + (e * src_rows + src) * (k / 2);
+      const int64_t stored = stored_row(src, interleaved_inter);
+      const uint8_t* row = codes + (e * src_rows + stored) * (k / 2);
       const int64_t bytes = min(int64_t(64), k / 2 - kb * 64);  // K is a multiple of 32: whole 16-byte units
       for (int64_t u = 0; u < bytes / 16; ++u) {
         const uint4 v = *reinterpret_cast<const uint4*>(row + kb * 64 + 16 * u);
@@ -89,7 +97,7 @@ __global__ void mxfp4_sub_chunks_kernel(const uint8_t* codes, const uint8_t* sca
         words[4 * u + 3] = sm90::mxfp4_loader_word(v.w);
       }
       const unsigned m = block_max_byte(sb[(e * nb + src / kQuantBlock) * kbs + kb]);
-      const uint8_t* srow = scales + (e * src_rows + src) * per_row;
+      const uint8_t* srow = scales + (e * src_rows + stored) * per_row;
       for (int64_t q = 0; q < 4 && kb * 4 + q < per_row; ++q)
         idx |= uint32_t(sm90::mxfp4_shift(srow[kb * 4 + q], m) - kMxfp4ZeroShift) << (8 * q);
     }
@@ -114,9 +122,10 @@ __global__ void mxfp4_to_fp8_kernel(const uint8_t* codes, const uint8_t* scales,
   }
 }
 
-void block_scales(const uint8_t* scales, int num_experts, int64_t rows, int64_t k, float* sb, cudaStream_t stream) {
+void block_scales(const uint8_t* scales, int num_experts, int64_t rows, int64_t k, float* sb, cudaStream_t stream,
+                  int64_t interleaved_inter = 0) {
   const int64_t total = int64_t(num_experts) * ceil_div(rows, kQuantBlock) * ceil_div(k, kQuantBlock);
-  mxfp4_block_scales_kernel<<<grid_for(total, 256), 256, 0, stream>>>(scales, rows, k, total, sb);
+  mxfp4_block_scales_kernel<<<grid_for(total, 256), 256, 0, stream>>>(scales, rows, k, total, interleaved_inter, sb);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -135,14 +144,15 @@ int64_t moe_mxfp4_weight_bytes(int num_experts, int64_t rows, int64_t k) {
   return int64_t(num_experts) * (rows / kMxfp4SubRows) * ceil_div(k, kQuantBlock) * kMxfp4SubBytes;
 }
 
-void moe_prepare_w1_mxfp4(const void* codes, const uint8_t* scales, int num_experts, int64_t hidden, int64_t inter,
-                          float* sw1_blocks, void* w1p, float* sw1p, cudaStream_t stream) {
-  block_scales(scales, num_experts, 2 * inter, hidden, sw1_blocks, stream);
+void moe_prepare_w1_mxfp4(const void* codes, const uint8_t* scales, bool interleaved, int num_experts, int64_t hidden,
+                          int64_t inter, float* sw1_blocks, void* w1p, float* sw1p, cudaStream_t stream) {
+  const int64_t il = interleaved ? inter : 0;
+  block_scales(scales, num_experts, 2 * inter, hidden, sw1_blocks, stream, il);
   const int64_t rows_p = moe_prepared_w1_rows(inter);
   const int64_t total = int64_t(num_experts) * rows_p * ceil_div(hidden, kQuantBlock);
   mxfp4_sub_chunks_kernel<true><<<grid_for(total, 128), 128, 0, stream>>>(
-      static_cast<const uint8_t*>(codes), scales, sw1_blocks, 2 * inter, rows_p, hidden, inter, kW1ChunkRows, total,
-      static_cast<uint8_t*>(w1p));
+      static_cast<const uint8_t*>(codes), scales, sw1_blocks, 2 * inter, rows_p, hidden, inter, il, kW1ChunkRows,
+      total, static_cast<uint8_t*>(w1p));
   MOEKIT_CUDA_CHECK(cudaGetLastError());
   moe_prepare_w1_scales(sw1_blocks, num_experts, hidden, inter, sw1p, stream);
 }
@@ -152,7 +162,7 @@ void moe_prepare_w2_mxfp4(const void* codes, const uint8_t* scales, int num_expe
   block_scales(scales, num_experts, hidden, inter, sw2, stream);
   const int64_t total = int64_t(num_experts) * hidden * ceil_div(inter, kQuantBlock);
   mxfp4_sub_chunks_kernel<false><<<grid_for(total, 128), 128, 0, stream>>>(
-      static_cast<const uint8_t*>(codes), scales, sw2, hidden, hidden, inter, inter, kMxfp4SubRows, total,
+      static_cast<const uint8_t*>(codes), scales, sw2, hidden, hidden, inter, inter, 0, kMxfp4SubRows, total,
       static_cast<uint8_t*>(w2p));
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }

@@ -5,9 +5,10 @@
 // bit for bit in the deterministic mode: the kernels' expansion is that form. Cases: SPEC §5's
 // shapes (experts scaled down) at T ∈ {1, 7, 64, 1000, 4096}; ids with -1 / invalid / duplicates,
 // all on one expert, none; T = 0; EP halves; NaN rows; scales beyond the 15-binade window; graph
-// replay vs eager.
+// replay vs eager; gpt-oss's interleaved W1 rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -295,6 +296,39 @@ TEST(MoeMxfp4, GraphReplayMatchesEager) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   }
+}
+
+// gpt-oss's W1 as stored (gate and up rows interleaved): the same layer as W1 in the SPEC order.
+TEST(MoeMxfp4, GptOssInterleavedW1EqualsTheSpecOrder) {
+  moekit::test::Stream s;
+  const int64_t e = 8, h = 512, inter = 192;
+  const MxWeights W(e, h, inter, 13);
+  auto interleave = [&](const DeviceBuffer& b, int64_t row_bytes) {
+    const auto spec = b.download<uint8_t>(b.bytes());
+    std::vector<uint8_t> gpt(spec.size());
+    for (int64_t x = 0; x < e; ++x)
+      for (int64_t r = 0; r < 2 * inter; ++r)
+        std::copy_n(spec.begin() + (x * 2 * inter + r) * row_bytes, row_bytes,
+                    gpt.begin() + (x * 2 * inter + moekit::gpt_oss_w1_source_row(r, inter)) * row_bytes);
+    return DeviceBuffer::from(gpt);
+  };
+  const DeviceBuffer c1 = interleave(W.c1, h / 2), s1 = interleave(W.s1, h / 32);
+  moekit::MoeWeights g = W.slice(0);
+  g.w1 = c1.get();
+  g.w1_scales = s1.as<uint8_t>();
+  g.w1_gate_up_interleaved = true;
+  const MoeConfig c = mx_config(small_config(int(e), 2, h, inter, true));
+  const Layer spec(c, *W.fp8, W.slice(0), s), gpt(c, *W.fp8, g, s);
+  for (int64_t t : {1, 64, 500}) {
+    Inputs in = make_x(t, h, 14 + uint64_t(t));
+    random_ids(in, c, 15, false);
+    EXPECT_EQ(run(gpt, in, false, s).y, run(spec, in, false, s).y) << "T=" << t;
+  }
+  moekit::MoeWeights f8 = W.fp8->slice(0);  // FP8 weights have no interleaved form
+  f8.w1_gate_up_interleaved = true;
+  MoeLayer fp8_layer(small_config(int(e), 2, h, inter, true));
+  DeviceBuffer prepared(fp8_layer.prepared_weight_bytes());
+  EXPECT_THROW(fp8_layer.prepare_weights(f8, prepared.get(), prepared.bytes(), s), moekit::Error);
 }
 
 TEST(MoeMxfp4, ConfigurationAndWeightErrors) {

@@ -105,3 +105,55 @@ def checkpoint_weights(e, n, k, device, gen=None, std=0.02):
     w = (torch.randn((e, n, k), generator=gen, device=device) * std).to(torch.bfloat16)
     qs = [quant_128x128(w[i]) for i in range(e)]
     return torch.stack([q for q, _ in qs]), torch.stack([s for _, s in qs])
+
+
+# ---------------------------------------------------------------------------------------------
+# MXFP4 (OCP MX, SPEC §6) and its FP8 block-scaled form (docs/design.md §MXFP4 weights)
+# ---------------------------------------------------------------------------------------------
+_E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def _e2m1_codes(v: torch.Tensor) -> torch.Tensor:
+    """Nearest E2M1 code (ties to the even code), saturating at 6; v already divided by the scale."""
+    mags = torch.tensor(_E2M1, device=v.device)
+    d = (v.abs().unsqueeze(-1) - mags).abs()
+    # Ties: the even code wins; a tiny penalty on the odd codes breaks them (distances are exact).
+    d = d + torch.tensor([0.0, 1e-7] * 4, device=v.device)
+    code = d.argmin(dim=-1).to(torch.uint8)
+    return code | torch.where(torch.signbit(v), 8, 0).to(torch.uint8)
+
+
+def checkpoint_mxfp4(e, n, k, device, gen=None, std=0.02):
+    """bf16 N(0, std²) weights quantized by the OCP MX rule: codes uint8 [e, n, k/2] (low nibble the
+    even element) and UE8M0 scales uint8 [e, n, k/32]."""
+    w = (torch.randn((e, n, k), generator=gen, device=device) * std).to(torch.bfloat16).float()
+    blocks = w.view(e, n, k // 32, 32)
+    amax = blocks.abs().amax(dim=-1)
+    _, exp = torch.frexp(amax)  # amax = mant * 2^exp, mant in [0.5, 1): floor(log2 amax) = exp - 1
+    s = torch.where(amax > 0, (exp - 1 - 2 + 127).clamp(0, 254), torch.full_like(exp, 0))
+    codes = _e2m1_codes(blocks / torch.ldexp(torch.ones_like(amax), s - 127).unsqueeze(-1)).view(e, n, k)
+    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    return packed.contiguous(), s.to(torch.uint8).contiguous()
+
+
+def mxfp4_fp8_form(codes: torch.Tensor, scales: torch.Tensor):
+    """moekit::mxfp4_to_fp8 in torch: (q float8_e4m3fn [e, n, k], sb float32 [e, ceil(n/128), ceil(k/128)])."""
+    e, n, k2 = codes.shape
+    k = 2 * k2
+    mags = torch.tensor(_E2M1, device=codes.device)
+    nib = torch.stack([codes & 15, codes >> 4], dim=-1).view(e, n, k).long()
+    val = torch.where(nib >= 8, -mags[nib & 7], mags[nib & 7])
+    s = scales.long()
+    nb, kb = (n + 127) // 128, (k + 127) // 128
+    pad = torch.full((e, nb * 128, kb * 4), -1, dtype=torch.long, device=codes.device)
+    pad[:, :n, : k // 32] = torch.where(s == 255, -1, s)
+    m = pad.view(e, nb, 128, kb, 4).amax(dim=(2, 4)).clamp(min=0)  # largest finite byte per block
+    nan = (s == 255).float()
+    nanb = torch.zeros((e, nb * 128, kb * 4), device=codes.device)
+    nanb[:, :n, : k // 32] = nan
+    nan_block = nanb.view(e, nb, 128, kb, 4).amax(dim=(2, 4)) > 0
+    sb = torch.where(nan_block, float("nan"), torch.ldexp(torch.ones_like(m, dtype=torch.float32), m - 133))
+    m_el = m.repeat_interleave(128, dim=1)[:, :n].repeat_interleave(4, dim=2)[:, :, : k // 32]
+    shift = (s - m_el + 6).clamp(-13, 6)
+    q = (val * torch.ldexp(torch.ones_like(val), shift.repeat_interleave(32, dim=2))).to(FP8)
+    return q.contiguous(), sb.contiguous()

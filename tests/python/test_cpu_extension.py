@@ -75,6 +75,9 @@ def test_layer_config_roundtrip():
         ((8, 2, 256, 128), {"gemm1_promote_k": 48}, r"gemm1_promote_k = 48"),
         ((8, 2, 256, 128), {"limit": float("nan")}, r"limit = nan must be finite"),
         ((8, 2, 256, 128), {"gemm1_input": "sideways"}, r"gemm1_input must be 'auto'"),
+        ((8, 2, 256, 128), {"weight_format": "fp4"}, r"weight_format must be 'fp8' or 'mxfp4'"),
+        ((8, 2, 272, 128), {"weight_format": "mxfp4"}, r"MXFP4 weights need hidden \(272\) a multiple of 32"),
+        ((8, 2, 256, 96), {"weight_format": "mxfp4"}, r"inter \(96\) a multiple of 64"),
     ],
 )
 def test_layer_rejects_bad_config(args, kwargs, message):
@@ -327,6 +330,26 @@ def test_layer_tensor_checks():
     # Routing combinations are the library's check (ValueError with its message).
     with pytest.raises(ValueError, match=r"logits given but the layer has no routing"):
         layer.forward(fwd["x"], fwd["y"], fwd["workspace"], logits=cu("float32", t, e))
+
+
+@needs_no_gpu
+def test_layer_mxfp4_tensor_checks():
+    e, k, h, i = 8, 2, 256, 128
+    layer = _C.Layer(e, k, h, i, weight_format="mxfp4")
+    assert layer.weight_format == "mxfp4" and _C.Layer(e, k, h, i).weight_format == "fp8"
+    assert layer.prepared_weight_bytes() >= e * 3 * h * i * 17 // 32  # both matrices, 4.25 bits a weight
+    w = dict(w1=cu("uint8", e, 2 * i, h // 2), w1_scale=cu("uint8", e, 2 * i, h // 32), w2=cu("uint8", e, h, i // 2),
+             w2_scale=cu("uint8", e, h, i // 32), prepared=cu("uint8", layer.prepared_weight_bytes()))
+    with pytest.raises(RuntimeError):
+        layer.prepare_weights_mxfp4(**w, gate_up_interleaved=True)
+    with pytest.raises(ValueError, match=r"^w1: expected shape \[8, 256, 128\], got \[8, 256, 256\]"):
+        layer.prepare_weights_mxfp4(**{**w, "w1": cu("uint8", e, 2 * i, h)})
+    with pytest.raises(ValueError, match=r"^w2_scale: expected shape \[8, 256, 4\]"):
+        layer.prepare_weights_mxfp4(**{**w, "w2_scale": cu("uint8", e, h, i // 16)})
+    with pytest.raises(TypeError, match=r"w1_scale"):
+        layer.prepare_weights_mxfp4(**{**w, "w1_scale": cu("float32", e, 2 * i, h // 32)})
+    with pytest.raises(ValueError, match=r"weight_format='fp8'"):
+        _C.Layer(e, k, h, i).prepare_weights_mxfp4(**w)
 
 
 @needs_no_gpu

@@ -84,6 +84,28 @@ def test_load_weights_validation_on_cpu():
         layer(x, topk_ids=torch.zeros((2, 2), dtype=torch.int32), topk_weights=torch.ones(2, 2))
 
 
+def test_mxfp4_weights_validation_on_cpu():
+    e, h, i = 4, 256, 128
+    with pytest.raises(ValueError, match="weight_format"):
+        moekit.MoeLayer(e, 2, h, i, weight_format="nvfp4")
+    layer = moekit.MoeLayer(e, 2, h, i, weight_format="mxfp4")
+    assert layer.weight_format == "mxfp4" and "mxfp4" in repr(layer)
+    u8 = lambda *s: torch.zeros(s, dtype=torch.uint8)  # noqa: E731
+    w1, s1, w2, s2 = u8(e, 2 * i, h // 2), u8(e, 2 * i, h // 32), u8(e, h, i // 2), u8(e, h, i // 32)
+    with pytest.raises(ValueError, match="CUDA"):
+        layer.load_mxfp4_weights(w1, s1, w2, s2)  # everything right but the device
+    with pytest.raises(ValueError, match="CUDA"):
+        layer.load_mxfp4_weights(w1.reshape(e, 2 * i, h // 32, 16), s1, w2, s2)  # gpt-oss's blocks shape
+    with pytest.raises(ValueError, match=r"w1.*\[E_local, 2I, H/2\]"):
+        layer.load_mxfp4_weights(u8(e, 2 * i, h), s1, w2, s2)
+    with pytest.raises(TypeError, match="w2_scale"):
+        layer.load_mxfp4_weights(w1, s1, w2, s2.float())
+    with pytest.raises(ValueError, match="load_mxfp4_weights"):
+        layer.load_weights(*_weights(e, h, i))
+    with pytest.raises(ValueError, match="load_weights"):
+        moekit.MoeLayer(e, 2, h, i).load_mxfp4_weights(w1, s1, w2, s2)
+
+
 def test_op_validation_on_cpu():
     a = torch.zeros((16, 256), dtype=FP8)
     sa = torch.ones((16, 2))

@@ -8,7 +8,14 @@ if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0)
     pytest.skip("needs a CUDA sm_90 (Hopper) GPU", allow_module_level=True)
 
 import moekit  # noqa: E402
-from moekit_torch_ref import checkpoint_weights, dequant_w, moe_spec_ref, rel_l2  # noqa: E402
+from moekit_torch_ref import (  # noqa: E402
+    checkpoint_mxfp4,
+    checkpoint_weights,
+    dequant_w,
+    moe_spec_ref,
+    mxfp4_fp8_form,
+    rel_l2,
+)
 
 DEV = "cuda"
 SPEC_TOL = 6e-3  # docs/accuracy.md: ≤ 3.4e-3 measured vs the float64 SPEC reference (≥ 16 rows)
@@ -190,6 +197,36 @@ def test_layer_ids_vs_spec_reference(limit):
     assert y is out
     err = rel_l2(y, moe_spec_ref(x, ids, w, w1, s1, w2, s2, limit=limit))
     print(f"rel L2 vs SPEC float64 reference (limit {limit}): {err:.3e}")
+    assert err < SPEC_TOL
+
+
+def test_mxfp4_layer_is_the_fp8_layer_on_its_fp8_form():
+    """MXFP4 experts (weight_format="mxfp4") compute exactly the FP8 layer on moekit's FP8 form of
+    them (deterministic mode, same chains), and gpt-oss's interleaved W1 rows load to the same layer."""
+    e, k, h, i, t = 8, 2, 512, 192, 70
+    g = _gen(9)
+    c1, s1 = checkpoint_mxfp4(e, 2 * i, h, DEV, g)
+    c2, s2 = checkpoint_mxfp4(e, h, i, DEV, g)
+    kw = dict(deterministic=True, gemm1_promote_k=64)
+    mx = moekit.MoeLayer(e, k, h, i, weight_format="mxfp4", **kw)
+    mx.load_mxfp4_weights(c1, s1, w2=c2.view(e, h, i // 32, 16), w2_scale=s2)  # gpt-oss's blocks shape too
+    fp8 = moekit.MoeLayer(e, k, h, i, **kw)
+    q1, sb1 = mxfp4_fp8_form(c1, s1)
+    q2, sb2 = mxfp4_fp8_form(c2, s2)
+    fp8.load_weights(q1, sb1, q2, sb2)
+    order = torch.tensor([2 * r if r < i else 2 * (r - i) + 1 for r in range(2 * i)], device=DEV)
+    gpt_c1, gpt_s1 = torch.empty_like(c1), torch.empty_like(s1)
+    gpt_c1[:, order], gpt_s1[:, order] = c1, s1  # stored row 2r: gate row r; 2r + 1: up row r
+    gpt = moekit.MoeLayer(e, k, h, i, weight_format="mxfp4", **kw)
+    gpt.load_mxfp4_weights(gpt_c1, gpt_s1, c2, s2, gate_up_interleaved=True)
+    x = torch.randn((t, h), generator=g, device=DEV).to(torch.bfloat16)
+    ids = torch.stack([torch.randperm(e, generator=g, device=DEV)[:k] for _ in range(t)]).int()
+    w = torch.rand((t, k), generator=g, device=DEV) + 0.1
+    y = mx(x, topk_ids=ids, topk_weights=w)
+    assert torch.equal(y, fp8(x, topk_ids=ids, topk_weights=w))
+    assert torch.equal(y, gpt(x, topk_ids=ids, topk_weights=w))
+    err = rel_l2(y, moe_spec_ref(x, ids, w, q1, sb1, q2, sb2))
+    print(f"mxfp4 rel L2 vs SPEC float64 reference of its FP8 form: {err:.3e}")
     assert err < SPEC_TOL
 
 
