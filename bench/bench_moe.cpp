@@ -46,6 +46,8 @@
 // bytes (codes + UE8M0 scales: 4.25 bits a weight); the reference check and the cuBLASLt baseline
 // use their FP8 form (moekit::mxfp4_to_fp8, computed on the device), and fp8_us times the FP8 layer
 // on that form in the same run: the in-process baseline (vs_fp8 = fp8_us / us).
+// gpt-oss-120b and gpt-oss-20b run gpt-oss's layer (SPEC §6: its activation, clamp 7, biases b1 and
+// b2 uniform in [-0.5, 0.5), in the reference too); the unfused baseline does not (base_us n/a).
 // --energy adds an "energy" line per T: after a cool-down, at least 1.5 s of back-to-back forwards
 // (at least R), joules per layer from NVML's energy counter and the average power over them — at
 // prefill sizes the layer runs at the GPU's power limit, where its time follows its energy
@@ -475,6 +477,13 @@ int bench_moe_main(int argc, char** argv) {
       detail::fill_random_f32(sw2.as<float>(), E * kbh * kbi, 0.5e-4f, 1e-4f, 14, stream);
     }
     detail::fill_random_f32(bias.as<float>(), E, -0.01f, 0.01f, 15, stream);
+    DeviceBuffer b1, b2;  // gpt-oss presets: its layer's biases, uniform in [-0.5, 0.5)
+    if (p->gpt_oss) {
+      b1 = DeviceBuffer(size_t(E * 2 * I * 4));
+      b2 = DeviceBuffer(size_t(E * h * 4));
+      detail::fill_random_f32(b1.as<float>(), E * 2 * I, -0.5f, 0.5f, 16, stream);
+      detail::fill_random_f32(b2.as<float>(), E * h, -0.5f, 0.5f, 17, stream);
+    }
     const MoeConfig cfg = preset_moe_config(*p, promote_k, gemm1_input, bias.as<float>());
     const RoutingConfig& rc = *cfg.routing;
     MoeConfig cfg_mx = cfg;
@@ -486,7 +495,9 @@ int bench_moe_main(int argc, char** argv) {
     mw.w1_scales = c1.get() ? s1.as<uint8_t>() : nullptr;
     mw.w2 = c2.get();
     mw.w2_scales = c2.get() ? s2.as<uint8_t>() : nullptr;
-    const MoeWeights fw{w1.get(), sw1.as<float>(), w2.get(), sw2.as<float>()};
+    MoeWeights fw{w1.get(), sw1.as<float>(), w2.get(), sw2.as<float>()};
+    fw.b1 = mw.b1 = b1.get();
+    fw.b2 = mw.b2 = b2.get();
     layer.prepare_weights(mxfp4 ? mw : fw, prepared.get(), prepared.bytes(), stream);
     if (mxfp4) {
       fp8_prepared = DeviceBuffer(fp8_layer.prepared_weight_bytes());
@@ -580,7 +591,8 @@ int bench_moe_main(int argc, char** argv) {
         }
         if (check && t > 0) {
           const std::vector<int64_t> rows = check_rows(t, 77 + uint64_t(t));
-          const MoeCheck c = moe_reference_check(*p, x, y, ids, wts, rows, w1, sw1, w2, sw2);
+          const MoeCheck c = moe_reference_check(*p, x, y, ids, wts, rows, w1, sw1, w2, sw2, p->gpt_oss ? &b1 : nullptr,
+                                                 p->gpt_oss ? &b2 : nullptr);
           const bool many = int64_t(rows.size()) >= kMoeManyRows;
           const double max_rel = many ? kMoeMaxRelL2 : kMoeMaxRelL2FewRows;
           rel_s = fmt("%.2e", c.rel_l2);  // NaN / inf print as nan / inf
@@ -594,7 +606,9 @@ int bench_moe_main(int argc, char** argv) {
           if (med_bad) notes.push_back(fmt("row_med above %.1e", kMoeMaxRowMedian));
           if (!finite || rel_bad || med_bad) ++failures;
         }
-        if (lt && t > 0) {
+        if (lt && t > 0 && p->gpt_oss) {
+          base_s = "n/a";  // the unfused baseline runs SPEC §3's SwiGLU layer without biases
+        } else if (lt && t > 0) {
           try {
             Baseline b(*p, t, rc, *lt, x, logits, w1, sw1, w2, sw2, stream);
             const double base_us = time_baseline(b, stream, reps, notes, pass_us, cooldown_ms);

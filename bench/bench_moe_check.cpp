@@ -49,7 +49,8 @@ MoeCheck moe_check_rows(const float* got, const double* ref, int64_t n, int64_t 
 
 MoeCheck moe_reference_check(const Preset& p, const DeviceBuffer& x, const DeviceBuffer& y, const DeviceBuffer& ids,
                              const DeviceBuffer& wts, const std::vector<int64_t>& rows, const DeviceBuffer& w1,
-                             const DeviceBuffer& sw1, const DeviceBuffer& w2, const DeviceBuffer& sw2) {
+                             const DeviceBuffer& sw1, const DeviceBuffer& w2, const DeviceBuffer& sw2,
+                             const DeviceBuffer* b1, const DeviceBuffer* b2) {
   const int64_t h = p.h, I = p.inter, k = p.k, n = int64_t(rows.size());
   std::vector<uint16_t> hx(size_t(n * h)), hy(size_t(n * h));
   std::vector<int32_t> hid(size_t(n * k));
@@ -70,6 +71,10 @@ MoeCheck moe_reference_check(const Preset& p, const DeviceBuffer& x, const Devic
   rc.local_offset = 0;
   rc.local_count = p.e;
   rc.round_gu_bf16 = false;  // SPEC §3: GEMM1's output is not rounded
+  rc.gpt_oss_activation = p.gpt_oss;
+  std::vector<float> hb1, hb2;  // gpt-oss's biases, all experts (small)
+  if (b1) hb1 = b1->download<float>(size_t(p.e * 2 * I));
+  if (b2) hb2 = b2->download<float>(size_t(p.e * h));
   const size_t s1 = size_t(2 * I * h), s2 = size_t(h * I);
   const size_t ss1 = size_t(ceil_div(2 * I, 128) * ceil_div(h, 128)), ss2 = size_t(ceil_div(h, 128) * ceil_div(I, 128));
   std::vector<uint8_t> e1(s1), e2(s2);
@@ -79,7 +84,9 @@ MoeCheck moe_reference_check(const Preset& p, const DeviceBuffer& x, const Devic
     MOEKIT_CUDA_CHECK(cudaMemcpy(e2.data(), w2.as<uint8_t>() + e * s2, s2, cudaMemcpyDeviceToHost));
     MOEKIT_CUDA_CHECK(cudaMemcpy(es1.data(), sw1.as<float>() + e * ss1, ss1 * 4, cudaMemcpyDeviceToHost));
     MOEKIT_CUDA_CHECK(cudaMemcpy(es2.data(), sw2.as<float>() + e * ss2, ss2 * 4, cudaMemcpyDeviceToHost));
-    return detail::MoeReferenceExpert{e1.data(), es1.data(), e2.data(), es2.data()};
+    return detail::MoeReferenceExpert{e1.data(), es1.data(), e2.data(), es2.data(),
+                                      hb1.empty() ? nullptr : hb1.data() + e * 2 * I,
+                                      hb2.empty() ? nullptr : hb2.data() + e * h};
   };
   const auto ref = detail::moe_reference(rc, hx.data(), hid.data(), hw.data(), n, fetch);
   std::vector<float> got(hy.size());

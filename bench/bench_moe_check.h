@@ -41,12 +41,14 @@ MoeCheck moe_check_rows(const float* got, const double* ref, int64_t n, int64_t 
 
 /// MoeCheck of y (device bf16 [T, H]) rows `rows` against the float64 reference of preset `p` on
 /// the routing ids / wts (device [T, k] int32 / fp32) and the weights w1, sw1, w2, sw2 (device,
-/// SPEC layouts; fetched one expert at a time).
+/// SPEC layouts; fetched one expert at a time); gpt-oss presets: their activation and the FP32
+/// biases b1 [E, 2I], b2 [E, H] (device).
 MoeCheck moe_reference_check(const Preset& p, const detail::DeviceBuffer& x, const detail::DeviceBuffer& y,
                              const detail::DeviceBuffer& ids, const detail::DeviceBuffer& wts,
                              const std::vector<int64_t>& rows, const detail::DeviceBuffer& w1,
                              const detail::DeviceBuffer& sw1, const detail::DeviceBuffer& w2,
-                             const detail::DeviceBuffer& sw2);
+                             const detail::DeviceBuffer& sw2, const detail::DeviceBuffer* b1 = nullptr,
+                             const detail::DeviceBuffer* b2 = nullptr);
 
 /// ‖a − ref‖ / ‖ref‖ of two bf16 vectors of the same length (the baseline's base_diff).
 double rel_l2_bf16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& ref);

@@ -34,6 +34,7 @@ MoeConfig preset_moe_config(const Preset& p, int promote_k, MoeGemm1Input gemm1_
   cfg.limit = p.limit;
   cfg.gemm1_promote_k = promote_k;
   cfg.gemm1_input = gemm1_input;
+  if (p.gpt_oss) cfg.activation = MoeActivation::kGptOss;
   return cfg;
 }
 

@@ -16,6 +16,8 @@ struct Preset {
   bool renormalize;
   int groups, topk_groups;
   float scale, limit;
+  /// gpt-oss's layer (SPEC §6): its activation (MoeActivation::kGptOss) and biases b1, b2.
+  bool gpt_oss = false;
 };
 
 // SPEC §5.
@@ -25,12 +27,11 @@ inline const Preset kPresets[] = {
     {"qwen3-235b-a22b", 128, 8, 4096, 1536, RoutingMethod::kSoftmaxTopk, true, 1, 1, 1.0f, 0.0f},
     {"qwen3-30b-a3b", 128, 8, 2048, 768, RoutingMethod::kSoftmaxTopk, true, 1, 1, 1.0f, 0.0f},
     {"mixtral-8x7b", 8, 2, 4096, 14336, RoutingMethod::kSoftmaxTopk, true, 1, 1, 1.0f, 0.0f},
-    {"gpt-oss-120b", 128, 4, 2880, 2880, RoutingMethod::kTopkSoftmax, false, 1, 1, 1.0f, 7.0f},
+    {"gpt-oss-120b", 128, 4, 2880, 2880, RoutingMethod::kTopkSoftmax, false, 1, 1, 1.0f, 7.0f, true},
     {"deepseek-v2-lite", 64, 6, 2048, 1408, RoutingMethod::kSoftmaxTopk, false, 1, 1, 1.0f, 0.0f},
     // SPEC §5's shape presets beside the table: gpt-oss-20b as 120b with 32 experts; DeepSeek-V4-Flash
-    // (sigmoid routing with bias, one group; its routed scaling is not given, 1 here). With FP8 weights
-    // and SwiGLU they run the shapes; the gpt-oss layer and MXFP4 weights are issue 37's.
-    {"gpt-oss-20b", 32, 4, 2880, 2880, RoutingMethod::kTopkSoftmax, false, 1, 1, 1.0f, 7.0f},
+    // (sigmoid routing with bias, one group; its routed scaling is not given, 1 here).
+    {"gpt-oss-20b", 32, 4, 2880, 2880, RoutingMethod::kTopkSoftmax, false, 1, 1, 1.0f, 7.0f, true},
     {"deepseek-v4-flash", 256, 6, 4096, 2048, RoutingMethod::kSigmoidGrouped, true, 1, 1, 1.0f, 0.0f},
 };
 

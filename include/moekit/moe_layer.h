@@ -48,6 +48,12 @@ enum class MoeWeightFormat {
   kMxfp4,
 };
 
+/// GEMM1's activation h(g, u) (after the optional clamp, MoeConfig::limit).
+enum class MoeActivation {
+  kSwiglu,  ///< h = silu(g) · u (SPEC §3)
+  kGptOss,  ///< gpt-oss's: h = g · sigmoid(α g) · (u + 1), α = MoeConfig::activation_alpha (SPEC §6)
+};
+
 /// Shape and options of one MoE layer.
 struct MoeConfig {
   int num_experts = 0;   ///< E: experts of the whole model (ids are in [0, E)); 1 ≤ E ≤ 65536
@@ -84,6 +90,10 @@ struct MoeConfig {
   MoeGemm1Input gemm1_input = MoeGemm1Input::kAuto;
   /// The expert weights' format (MoeWeights). kMxfp4 needs H a multiple of 32 and I of 64.
   MoeWeightFormat weight_format = MoeWeightFormat::kFp8;
+  /// GEMM1's activation; kGptOss (with limit = 7, biases in MoeWeights and topk_softmax routing:
+  /// gpt-oss's layer) needs I a multiple of 64.
+  MoeActivation activation = MoeActivation::kSwiglu;
+  float activation_alpha = 1.702f;  ///< α of kGptOss (finite, > 0)
 };
 
 /// The user's weights of the local experts in the SPEC §3 convention (device pointers): W1's rows
@@ -102,6 +112,13 @@ struct MoeWeights {
   /// `mlp1_weight.blocks` / `.scales` of its checkpoints as they are); preparation reorders them.
   /// false: the SPEC order (gate rows, then up rows).
   bool w1_gate_up_interleaved = false;
+  /// Optional per-expert biases (gpt-oss; needs I a multiple of 64): b1 [E_local, 2I] added to
+  /// GEMM1's output (g and u, rows in W1's order: with w1_gate_up_interleaved interleaved too)
+  /// before the clamp; b2 [E_local, H] added to GEMM2's output before the router weight. FP32, or
+  /// bf16 with bias_bf16. Copied into the prepared buffer (as FP32); null = none.
+  const void* b1 = nullptr;
+  const void* b2 = nullptr;
+  bool bias_bf16 = false;
 };
 
 /// Inputs and outputs of one forward call (device pointers).
@@ -189,6 +206,8 @@ class MoeLayer {
   const float* sw1p_ = nullptr;
   const void* w2_ = nullptr;
   const float* sw2_ = nullptr;
+  const float* b1p_ = nullptr;  ///< prepared FP32 biases, or null (none given)
+  const float* b2p_ = nullptr;
 };
 
 }  // namespace moekit

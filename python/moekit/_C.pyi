@@ -37,10 +37,14 @@ class Layer:
         deterministic: bool = False,
         gemm1_promote_k: int = 0,
         gemm1_input: str = "auto",
-        weight_format: str = "fp8",
+        weight_format: str
+    activation: str = "fp8",
+        activation: str = "swiglu",
+        activation_alpha: float = 1.702,
     ) -> None: ...
     num_experts: int
     weight_format: str
+    activation: str
     top_k: int
     hidden: int
     inter: int
@@ -48,10 +52,13 @@ class Layer:
     local_count: int
     def prepared_weight_bytes(self) -> int: ...
     def workspace_size(self, num_tokens: int) -> int: ...
-    def prepare_weights(self, w1: Tensor, w1_scale: Tensor, w2: Tensor, w2_scale: Tensor, prepared: Tensor, stream: int) -> None: ...
+    def prepare_weights(
+        self, w1: Tensor, w1_scale: Tensor, w2: Tensor, w2_scale: Tensor, prepared: Tensor, stream: int,
+        b1: Optional[Tensor] = None, b2: Optional[Tensor] = None,
+    ) -> None: ...
     def prepare_weights_mxfp4(
         self, w1: Tensor, w1_scale: Tensor, w2: Tensor, w2_scale: Tensor, prepared: Tensor, stream: int,
-        gate_up_interleaved: bool = False,
+        gate_up_interleaved: bool = False, b1: Optional[Tensor] = None, b2: Optional[Tensor] = None,
     ) -> None: ...
     def forward(
         self,

@@ -14,6 +14,7 @@ F32 = (torch.float32,)
 BF16 = (torch.bfloat16,)
 I32 = (torch.int32,)
 U8 = (torch.uint8,)  # MXFP4 codes and UE8M0 scales
+BIAS = (torch.float32, torch.bfloat16)  # gpt-oss's biases
 LOGITS = (torch.float32, torch.bfloat16)
 
 

@@ -7,13 +7,14 @@ from typing import Any, Mapping, Optional, Tuple, Union
 import torch
 
 from . import _C, _torch
-from ._check import BF16, F32, FP8, I32, LOGITS, U8, ceil128, check_devices, check_tensor
+from ._check import BF16, BIAS, F32, FP8, I32, LOGITS, U8, ceil128, check_devices, check_tensor
 from ._routing import Routing
 
 __all__ = ["MoeLayer"]
 
 _GEMM1_INPUTS = ("auto", "permuted", "gathered")
 _WEIGHT_FORMATS = ("fp8", "mxfp4")
+_ACTIVATIONS = ("swiglu", "gpt_oss")
 
 
 class MoeLayer(torch.nn.Module):
@@ -34,6 +35,8 @@ class MoeLayer(torch.nn.Module):
       gemm1_input: "auto", "permuted" or "gathered" (bit-identical results, speed only).
       weight_format: "fp8" (default: E4M3 with 128x128 FP32 block scales) or "mxfp4" (E2M1 codes
         with a UE8M0 scale per 32 of K, gpt-oss's checkpoints; needs H % 32 == 0 and I % 64 == 0).
+      activation: "swiglu" (silu(g) * u) or "gpt_oss" (g * sigmoid(activation_alpha * g) * (u + 1),
+        gpt-oss's layer with limit=7.0 and the biases of load_*weights; needs I % 64 == 0).
 
     The configuration is validated here (ValueError naming the field; no GPU needed). Then call
     load_weights(...) once, optionally prepare(T) for each token count you will capture in a CUDA
@@ -58,6 +61,8 @@ class MoeLayer(torch.nn.Module):
         gemm1_promote_k: int = 0,
         gemm1_input: str = "auto",
         weight_format: str = "fp8",
+        activation: str = "swiglu",
+        activation_alpha: float = 1.702,
     ) -> None:
         super().__init__()
         routing = Routing.coerce(routing)
@@ -65,6 +70,8 @@ class MoeLayer(torch.nn.Module):
             raise ValueError(f"moekit: gemm1_input must be one of {_GEMM1_INPUTS}, got {gemm1_input!r}")
         if weight_format not in _WEIGHT_FORMATS:
             raise ValueError(f"moekit: weight_format must be one of {_WEIGHT_FORMATS}, got {weight_format!r}")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"moekit: activation must be one of {_ACTIVATIONS}, got {activation!r}")
         if expert_parallel is None:
             local_offset, local_count = 0, 0
         else:
@@ -85,9 +92,10 @@ class MoeLayer(torch.nn.Module):
             int(num_experts), int(top_k), int(hidden), int(inter),
             routing=c_routing, limit=float(limit), local_offset=local_offset, local_count=local_count,
             deterministic=bool(deterministic), gemm1_promote_k=int(gemm1_promote_k), gemm1_input=gemm1_input,
-            weight_format=weight_format,
+            weight_format=weight_format, activation=activation, activation_alpha=float(activation_alpha),
         )
         self.weight_format = weight_format
+        self.activation = activation
         self.num_experts = int(num_experts)
         self.top_k = int(top_k)
         self.hidden = int(hidden)
@@ -125,14 +133,27 @@ class MoeLayer(torch.nn.Module):
         return self._state.workspace_size(int(num_tokens))
 
     # -----------------------------------------------------------------------------------------
+    def _check_biases(self, b1, b2):
+        """gpt-oss's optional biases: fp32 or bf16 (one dtype) b1 [E_local, 2I], b2 [E_local, H]."""
+        e, h, i = self.local_count, self.hidden, self.inter
+        if b1 is not None:
+            check_tensor(b1, "b1", BIAS, shape=(e, 2 * i), desc=f"[E_local, 2I] = [{e}, {2 * i}]", contiguous=True)
+        if b2 is not None:
+            check_tensor(b2, "b2", BIAS, shape=(e, h), desc=f"[E_local, H] = [{e}, {h}]", contiguous=True)
+        if b1 is not None and b2 is not None and b1.dtype != b2.dtype:
+            raise TypeError(f"moekit: b1 and b2 must have one dtype, got {b1.dtype} and {b2.dtype}")
+
     def load_weights(
-        self, w1: torch.Tensor, w1_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor
+        self, w1: torch.Tensor, w1_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor,
+        b1: Optional[torch.Tensor] = None, b2: Optional[torch.Tensor] = None,
     ) -> None:
         """One-time weight preparation (SPEC §3 convention), on the current stream of the weights' GPU.
 
         w1: float8_e4m3fn (or uint8 codes) [E_local, 2I, H] contiguous; rows [0, I) gate, [I, 2I) up.
         w1_scale: float32 [E_local, ceil(2I/128), ceil(H/128)] contiguous (128x128 block scales).
         w2: float8_e4m3fn [E_local, H, I] contiguous. w2_scale: float32 [E_local, ceil(H/128), ceil(I/128)].
+        b1 / b2 (optional, gpt-oss): fp32 or bf16 biases [E_local, 2I] (added to g and u) and
+        [E_local, H] (added to W2 · h before the router weight); copied.
         E_local = the expert_parallel count (or E). All on one CUDA device.
         W1 is converted into a prepared buffer the layer allocates (torch, on that device); W2 and
         its scales are used in place: the layer keeps references to w2, w2_scale and the prepared
@@ -149,15 +170,17 @@ class MoeLayer(torch.nn.Module):
         check_tensor(w2, "w2", FP8, shape=(e, h, i), desc=f"[E_local, H, I] = [{e}, {h}, {i}]", contiguous=True)
         check_tensor(w2_scale, "w2_scale", F32, shape=(e, ceil128(h), ceil128(i)),
                      desc=f"[E_local, ceil(H/128), ceil(I/128)] = [{e}, {ceil128(h)}, {ceil128(i)}]", contiguous=True)
+        self._check_biases(b1, b2)
         bias = self.routing.correction_bias if self.routing is not None else None
         device = check_devices([("w1", w1), ("w1_scale", w1_scale), ("w2", w2), ("w2_scale", w2_scale),
-                                ("routing.correction_bias", bias)])
+                                ("b1", b1), ("b2", b2), ("routing.correction_bias", bias)])
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("moekit: load_weights cannot run during CUDA graph capture")
         state = self._state
         prepared = torch.empty(state.layer.prepared_weight_bytes(), dtype=torch.uint8, device=device)
         with torch.cuda.device(device):
-            state.layer.prepare_weights(_torch._u8(w1), w1_scale, _torch._u8(w2), w2_scale, prepared, _torch.current_stream(device))
+            state.layer.prepare_weights(_torch._u8(w1), w1_scale, _torch._u8(w2), w2_scale, prepared,
+                                        _torch.current_stream(device), b1=b1, b2=b2)
         state.device = device
         self._device = device
         state.keep = (w2, w2_scale, prepared) + ((bias,) if bias is not None else ())
@@ -171,6 +194,8 @@ class MoeLayer(torch.nn.Module):
         w2: torch.Tensor,
         w2_scale: torch.Tensor,
         gate_up_interleaved: bool = False,
+        b1: Optional[torch.Tensor] = None,
+        b2: Optional[torch.Tensor] = None,
     ) -> None:
         """One-time preparation of MXFP4 expert weights (weight_format="mxfp4"), on the current
         stream of the weights' GPU; every input may be dropped afterwards (the layer keeps only its
@@ -180,7 +205,8 @@ class MoeLayer(torch.nn.Module):
           one), or gpt-oss's blocks [E_local, 2I, H/32, 16]; w1_scale: uint8 UE8M0 [E_local, 2I, H/32].
         w2 / w2_scale: likewise [E_local, H, I/2] (or [E_local, H, I/32, 16]) and [E_local, H, I/32].
         gate_up_interleaved: W1's rows in gpt-oss's order (row 2i gate row i, 2i + 1 up row i), as its
-          checkpoints store mlp1_weight; False: rows [0, I) gate, [I, 2I) up.
+          checkpoints store mlp1_weight; False: rows [0, I) gate, [I, 2I) up. b1 follows W1's order.
+        b1 / b2: optional biases as load_weights takes them (gpt-oss's mlp1_bias / mlp2_bias).
         All contiguous, on one CUDA device.
         """
         if self.weight_format != "mxfp4":
@@ -196,16 +222,17 @@ class MoeLayer(torch.nn.Module):
         check_tensor(w2, "w2", U8, shape=(e, h, i // 2), desc=f"[E_local, H, I/2] = [{e}, {h}, {i // 2}]", contiguous=True)
         check_tensor(w2_scale, "w2_scale", U8, shape=(e, h, i // 32),
                      desc=f"[E_local, H, I/32] = [{e}, {h}, {i // 32}]", contiguous=True)
+        self._check_biases(b1, b2)
         bias = self.routing.correction_bias if self.routing is not None else None
         device = check_devices([("w1", w1), ("w1_scale", w1_scale), ("w2", w2), ("w2_scale", w2_scale),
-                                ("routing.correction_bias", bias)])
+                                ("b1", b1), ("b2", b2), ("routing.correction_bias", bias)])
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("moekit: load_mxfp4_weights cannot run during CUDA graph capture")
         state = self._state
         prepared = torch.empty(state.layer.prepared_weight_bytes(), dtype=torch.uint8, device=device)
         with torch.cuda.device(device):
             state.layer.prepare_weights_mxfp4(w1, w1_scale, w2, w2_scale, prepared, _torch.current_stream(device),
-                                              bool(gate_up_interleaved))
+                                              bool(gate_up_interleaved), b1=b1, b2=b2)
         state.device = device
         self._device = device
         state.keep = (prepared,) + ((bias,) if bias is not None else ())

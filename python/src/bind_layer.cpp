@@ -106,9 +106,16 @@ MoeWeightFormat parse_weight_format(const std::string& s) {
   throw nb::value_error(("Layer: weight_format must be 'fp8' or 'mxfp4', got '" + s + "'").c_str());
 }
 
+MoeActivation parse_activation(const std::string& s) {
+  if (s == "swiglu") return MoeActivation::kSwiglu;
+  if (s == "gpt_oss") return MoeActivation::kGptOss;
+  throw nb::value_error(("Layer: activation must be 'swiglu' or 'gpt_oss', got '" + s + "'").c_str());
+}
+
 void make_layer(Layer* self, int num_experts, int top_k, int64_t hidden, int64_t inter, const Routing* routing,
                 float limit, int local_offset, int local_count, bool deterministic, int gemm1_promote_k,
-                const std::string& gemm1_input, const std::string& weight_format) {
+                const std::string& gemm1_input, const std::string& weight_format, const std::string& activation,
+                float activation_alpha) {
   MoeConfig c;
   c.num_experts = num_experts;
   c.top_k = top_k;
@@ -122,6 +129,8 @@ void make_layer(Layer* self, int num_experts, int top_k, int64_t hidden, int64_t
   c.gemm1_promote_k = gemm1_promote_k;
   c.gemm1_input = parse_gemm1_input(gemm1_input);
   c.weight_format = parse_weight_format(weight_format);
+  c.activation = parse_activation(activation);
+  c.activation_alpha = activation_alpha;
   if (routing) check_bias(*routing, num_experts, "Layer");
   // MoeLayer validates the configuration (moekit::Error → ValueError with its message).
   new (self) Layer(c, routing ? nb::find(routing) : nb::none());
@@ -133,8 +142,29 @@ int bias_device(const Layer& self) {
   return nb::cast<const Routing&>(self.routing).bias_device;
 }
 
+/// gpt-oss's optional biases (None, or fp32 / bf16 [E_local, rows], both of one dtype), into `w`.
+void bias_args(nb::handle b1_obj, nb::handle b2_obj, int64_t el, int64_t rows1, int64_t rows2, DeviceScope& devices,
+               std::optional<Tensor>& b1, std::optional<Tensor>& b2, MoeWeights& w) {
+  if (!b1_obj.is_none()) {
+    b1 = cuda_tensor(b1_obj, "b1", {kFloat32, kBFloat16}, 2, devices);
+    expect_shape(*b1, {el, rows1});
+    expect_contiguous(*b1);
+    w.b1 = b1->data();
+    w.bias_bf16 = b1->array.dtype() == kBFloat16;
+  }
+  if (!b2_obj.is_none()) {
+    b2 = cuda_tensor(b2_obj, "b2", {kFloat32, kBFloat16}, 2, devices);
+    expect_shape(*b2, {el, rows2});
+    expect_contiguous(*b2);
+    if (b1 && (b2->array.dtype() == kBFloat16) != w.bias_bf16)
+      throw nb::type_error("b2: expected the dtype of b1");
+    w.b2 = b2->data();
+    w.bias_bf16 = b2->array.dtype() == kBFloat16;
+  }
+}
+
 void prepare_weights(Layer& self, nb::handle w1_obj, nb::handle sw1_obj, nb::handle w2_obj, nb::handle sw2_obj,
-                     nb::handle prepared_obj, std::uintptr_t stream) {
+                     nb::handle prepared_obj, std::uintptr_t stream, nb::handle b1_obj, nb::handle b2_obj) {
   const MoeConfig& c = self.layer.config();
   const int64_t el = c.local_count, h = c.hidden, i = c.inter;
   DeviceScope devices;
@@ -155,6 +185,8 @@ void prepare_weights(Layer& self, nb::handle w1_obj, nb::handle sw1_obj, nb::han
   devices.expect_device(bias_device(self), "routing.correction_bias");
 
   MoeWeights w;
+  std::optional<Tensor> b1, b2;
+  bias_args(b1_obj, b2_obj, el, 2 * i, h, devices, b1, b2, w);
   w.w1 = w1.data();
   w.sw1 = static_cast<const float*>(sw1.data());
   w.w2 = w2.data();
@@ -173,7 +205,8 @@ void prepare_weights(Layer& self, nb::handle w1_obj, nb::handle sw1_obj, nb::han
 /// MXFP4 weights: codes and UE8M0 scales as uint8 (the codes [E_local, N, K/2]; callers reshape
 /// gpt-oss's [E, N, K/32, 16] blocks), converted into `prepared`; nothing else is kept.
 void prepare_weights_mxfp4(Layer& self, nb::handle w1_obj, nb::handle s1_obj, nb::handle w2_obj, nb::handle s2_obj,
-                           nb::handle prepared_obj, std::uintptr_t stream, bool gate_up_interleaved) {
+                           nb::handle prepared_obj, std::uintptr_t stream, bool gate_up_interleaved, nb::handle b1_obj,
+                           nb::handle b2_obj) {
   const MoeConfig& c = self.layer.config();
   if (c.weight_format != MoeWeightFormat::kMxfp4)
     throw nb::value_error("Layer.prepare_weights_mxfp4: the layer was made with weight_format='fp8'");
@@ -191,6 +224,8 @@ void prepare_weights_mxfp4(Layer& self, nb::handle w1_obj, nb::handle s1_obj, nb
   expect_contiguous(prep);
   devices.expect_device(bias_device(self), "routing.correction_bias");
   MoeWeights w;
+  std::optional<Tensor> b1, b2;
+  bias_args(b1_obj, b2_obj, el, 2 * i, h, devices, b1, b2, w);
   w.w1 = w1.data();
   w.w1_scales = static_cast<const uint8_t*>(s1.data());
   w.w2 = w2.data();
@@ -329,6 +364,7 @@ void bind_layer(nb::module_& m) {
       .def("__init__", &make_layer, "num_experts"_a, "top_k"_a, "hidden"_a, "inter"_a, nb::kw_only(),
            "routing"_a.none() = nb::none(), "limit"_a = 0.0f, "local_offset"_a = 0, "local_count"_a = 0,
            "deterministic"_a = false, "gemm1_promote_k"_a = 0, "gemm1_input"_a = "auto", "weight_format"_a = "fp8",
+           "activation"_a = "swiglu", "activation_alpha"_a = 1.702f,
            "Validates the configuration (ValueError with moekit's message); needs no GPU.")
       .def_prop_ro("num_experts", [](const Layer& l) { return l.layer.config().num_experts; })
       .def_prop_ro("top_k", [](const Layer& l) { return l.layer.config().top_k; })
@@ -347,6 +383,10 @@ void bind_layer(nb::module_& m) {
                    [](const Layer& l) {
                      return std::string(l.layer.config().weight_format == MoeWeightFormat::kMxfp4 ? "mxfp4" : "fp8");
                    })
+      .def_prop_ro("activation",
+                   [](const Layer& l) {
+                     return std::string(l.layer.config().activation == MoeActivation::kGptOss ? "gpt_oss" : "swiglu");
+                   })
       .def_prop_ro("routing", [](const Layer& l) { return l.routing; })
       .def_prop_ro("weights_prepared", [](const Layer& l) { return l.layer.weights_prepared(); })
       .def(
@@ -360,12 +400,14 @@ void bind_layer(nb::module_& m) {
           },
           "num_tokens"_a, "Workspace bytes forward needs for T tokens; 0 for T = 0 (no GPU needed then).")
       .def("prepare_weights", &prepare_weights, "w1"_a.none(), "w1_scale"_a.none(), "w2"_a.none(), "w2_scale"_a.none(),
-           "prepared"_a.none(), "stream"_a = 0,
+           "prepared"_a.none(), "stream"_a = 0, "b1"_a.none() = nb::none(), "b2"_a.none() = nb::none(),
            "One-time weight preparation into `prepared`. w1 fp8/uint8 [E_local, 2I, H], w1_scale fp32 "
            "[E_local, ceil(2I/128), ceil(H/128)], w2 [E_local, H, I], w2_scale [E_local, ceil(H/128), "
-           "ceil(I/128)], all contiguous. The layer keeps references to w2, w2_scale and prepared.")
+           "ceil(I/128)], all contiguous; optional biases b1 [E_local, 2I], b2 [E_local, H] (fp32 or bf16, "
+           "copied). The layer keeps references to w2, w2_scale and prepared.")
       .def("prepare_weights_mxfp4", &prepare_weights_mxfp4, "w1"_a.none(), "w1_scale"_a.none(), "w2"_a.none(),
            "w2_scale"_a.none(), "prepared"_a.none(), "stream"_a = 0, "gate_up_interleaved"_a = false,
+           "b1"_a.none() = nb::none(), "b2"_a.none() = nb::none(),
            "MXFP4 weights (weight_format='mxfp4'): uint8 codes w1 [E_local, 2I, H/2], w1_scale [E_local, 2I, "
            "H/32], w2 [E_local, H, I/2], w2_scale [E_local, H, I/32], contiguous; gate_up_interleaved: W1's rows "
            "in gpt-oss's order. Converted into `prepared`; only `prepared` is kept.")

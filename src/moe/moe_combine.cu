@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 
 #include "common/check.h"
+#include "moe/moe_combine_bias.h"
 #include "moekit/moe_ops.h"
 #include "ptx/ptx.cuh"
 
@@ -12,12 +13,15 @@ constexpr int kThreads = 256;
 constexpr int kColsPerThread = 8;  // one 16-byte bf16 vector
 
 // Block (x, y): columns [x * 2048, +2048) of tokens y, y + gridDim.y, ... Each thread sums its 8
-// columns over the token's slots in slot order, in FP32 (fmaf), and rounds once to bf16.
+// columns over the token's slots in slot order, in FP32 (fmaf), and rounds once to bf16. With
+// kBias each kept slot's row gets its expert's b2 first (detail::MoeCombineBias).
+template <bool kBias>
 __global__ void __launch_bounds__(kThreads) moe_combine_kernel(const __nv_bfloat16* __restrict__ d, int64_t ldd,
                                                                const int32_t* __restrict__ e2p,
                                                                const float* __restrict__ w, int64_t num_tokens,
                                                                int top_k, int64_t hidden,
-                                                               __nv_bfloat16* __restrict__ y, int64_t ldy) {
+                                                               __nv_bfloat16* __restrict__ y, int64_t ldy,
+                                                               detail::MoeCombineBias bias) {
   const int64_t col = (int64_t(blockIdx.x) * kThreads + threadIdx.x) * kColsPerThread;
   if (col >= hidden) return;
   for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
@@ -31,11 +35,17 @@ __global__ void __launch_bounds__(kThreads) moe_combine_kernel(const __nv_bfloat
       const float wt = ptx::ld_chain(w + slot);
       const uint4 raw = ptx::ld_chain(reinterpret_cast<const uint4*>(d + row * ldd + col));
       const __nv_bfloat162* v = reinterpret_cast<const __nv_bfloat162*>(&raw);
+      float b[kColsPerThread] = {};
+      if constexpr (kBias) {
+        const float* src = bias.b2 + int64_t(ptx::ld_chain(bias.ids + slot) - bias.local_offset) * hidden + col;
+#pragma unroll
+        for (int i = 0; i < kColsPerThread; ++i) b[i] = src[i];
+      }
 #pragma unroll
       for (int i = 0; i < kColsPerThread / 2; ++i) {
         const float2 f = __bfloat1622float2(v[i]);
-        acc[2 * i] = fmaf(wt, f.x, acc[2 * i]);
-        acc[2 * i + 1] = fmaf(wt, f.y, acc[2 * i + 1]);
+        acc[2 * i] = fmaf(wt, f.x + b[2 * i], acc[2 * i]);
+        acc[2 * i + 1] = fmaf(wt, f.y + b[2 * i + 1], acc[2 * i + 1]);
       }
     }
     uint4 out;
@@ -52,6 +62,13 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 void moe_combine(const void* d, int64_t ldd, const int32_t* expanded_to_permuted, const float* topk_weights,
                  int64_t num_tokens, int top_k, int64_t hidden, void* y, int64_t ldy, cudaStream_t stream) {
+  detail::moe_combine_with_bias(d, ldd, expanded_to_permuted, topk_weights, num_tokens, top_k, hidden, y, ldy, stream,
+                                detail::MoeCombineBias{});
+}
+
+void detail::moe_combine_with_bias(const void* d, int64_t ldd, const int32_t* expanded_to_permuted,
+                                   const float* topk_weights, int64_t num_tokens, int top_k, int64_t hidden, void* y,
+                                   int64_t ldy, cudaStream_t stream, const MoeCombineBias& bias) {
   constexpr const char* fn = "moekit::moe_combine";
   MOEKIT_REQUIRE(num_tokens >= 0, ErrorCode::kInvalidArgument, fn, ": num_tokens = ", num_tokens, " must be >= 0");
   MOEKIT_REQUIRE(top_k >= 1 && top_k <= 1024, ErrorCode::kInvalidArgument, fn, ": top_k = ", top_k,
@@ -71,9 +88,10 @@ void moe_combine(const void* d, int64_t ldd, const int32_t* expanded_to_permuted
                  ErrorCode::kMisaligned, fn, ": expanded_to_permuted and topk_weights must be 4-byte aligned");
   const int64_t col_blocks = (hidden / kColsPerThread + kThreads - 1) / kThreads;
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(num_tokens < 65535 ? num_tokens : 65535));
-  moe_combine_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(d), ldd, expanded_to_permuted,
-                                                   topk_weights, num_tokens, top_k, hidden,
-                                                   static_cast<__nv_bfloat16*>(y), ldy);
+  MOEKIT_REQUIRE(!bias.b2 || bias.ids, ErrorCode::kInvalidArgument, fn, ": a bias needs the slots' expert ids");
+  const auto kernel = bias.b2 ? moe_combine_kernel<true> : moe_combine_kernel<false>;
+  kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(d), ldd, expanded_to_permuted, topk_weights,
+                                        num_tokens, top_k, hidden, static_cast<__nv_bfloat16*>(y), ldy, bias);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -25,6 +25,7 @@
 
 #include "common/check.h"
 #include "gemm/gemm_launch.h"
+#include "moe/moe_combine_bias.h"
 #include "moe/moe_gemm.h"
 #include "moe/moe_permute.h"
 #include "moe/moe_sort_internal.h"
@@ -83,8 +84,12 @@ MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t int
     s.sw1_blocks_bytes = size_t(num_experts) * size_t(ceil_div(2 * inter, kQuantBlock)) * size_t(kbh) * sizeof(float);
     s.w2_bytes = size_t(moe_mxfp4_weight_bytes(num_experts, hidden, inter));
     s.sw2_bytes = size_t(num_experts) * size_t(ceil_div(hidden, kQuantBlock)) * size_t(kbi) * sizeof(float);
-    return s;
   }
+  if (moe_fused_layout(inter)) {
+    s.b1_bytes = size_t(num_experts) * size_t(2 * inter) * sizeof(float);
+    s.b2_bytes = size_t(num_experts) * size_t(hidden) * sizeof(float);
+  }
+  if (format == MoeWeightFormat::kMxfp4) return s;
   if (moe_fused_layout(inter)) {
     const int64_t rows_p = moe_prepared_w1_rows(inter);
     // K-block tiled (moe_weights.cu): K padded to whole 128-byte K blocks.
@@ -221,6 +226,9 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
                         .w1p = r.w1p,
                         .sw1p = r.sw1p,
                         .limit = c.limit,
+                        .b1 = r.b1,
+                        .gpt_oss = c.activation == MoeActivation::kGptOss,
+                        .alpha = c.activation_alpha,
                         .hq = p.hq,
                         .sh = p.sh,
                         .tile_counter = p.counters,
@@ -246,7 +254,8 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
                                           plan.gemm2.mx_stages);
     moe_stage_mark("gemm2_rows", stream);
     if (!moe_diag_skip("combine"))
-      moe_combine(p.d2, h, sort.expanded_to_permuted, weights, t, k, h, r.y, h, stream);
+      moe_combine_with_bias(p.d2, h, sort.expanded_to_permuted, weights, t, k, h, r.y, h, stream,
+                            MoeCombineBias{r.b2, ids, c.local_offset, c.local_count});
     moe_stage_mark("combine", stream);
     return;
   }
@@ -264,6 +273,7 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
                         .topk_weights = weights,
                         .top_k = k,
                         .y_acc = p.y_acc,
+                        .b2 = r.b2,
                         .tile_counter = p.counters + 1,
                         .plan = plan.gemm2};
   if (!moe_diag_skip("gemm2_scatter")) moe_gemm2_scatter(g2, stream);

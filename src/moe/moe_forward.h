@@ -23,6 +23,7 @@ struct MoePreparedSizes {
   size_t sw1_blocks_bytes = 0;  ///< W1's block scales in the SPEC layout
   size_t w2_bytes = 0;          ///< W2's sub-chunks
   size_t sw2_bytes = 0;         ///< W2's block scales
+  size_t b1_bytes = 0, b2_bytes = 0;  ///< FP32 biases [E, 2I] and [E, H] (the fused layout reserves them)
 };
 MoePreparedSizes moe_prepared_sizes(int num_experts, int64_t hidden, int64_t inter,
                                     MoeWeightFormat format = MoeWeightFormat::kFp8);
@@ -48,6 +49,8 @@ struct MoeForwardRequest {
   const float* sw1p = nullptr;            ///< prepared W1 scales
   const void* w2 = nullptr;               ///< FP8 [E_local, H, I] (MXFP4: prepared sub-chunks)
   const float* sw2 = nullptr;             ///< [E_local, ceil(H/128), ceil(I/128)]
+  const float* b1 = nullptr;              ///< FP32 [E_local, 2I] (SPEC order) or null
+  const float* b2 = nullptr;              ///< FP32 [E_local, H] or null
   void* y = nullptr;                      ///< bf16 [T, H], fully written
   int32_t* invalid_count = nullptr;       ///< [1] device: slots with an id outside [-1, E_total)
 };

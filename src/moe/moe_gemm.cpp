@@ -37,6 +37,10 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   sm90::MoeGemm1Params p{};
   set_expert_layout(p, a.offsets, a.counts, a.num_experts);
   p.limit = a.limit;
+  p.b1 = a.b1;
+  p.b1_inter = static_cast<unsigned>(a.inter);
+  p.gpt_oss = a.gpt_oss ? 1u : 0u;
+  p.alpha = a.alpha;
   p.sa_out = a.sh;
   p.sa_out_ld = static_cast<unsigned>(sfa_ld(a.rows));
   // The B-multicast pairs (one pass by construction) claim units by rank 0 for both CTAs.
@@ -90,6 +94,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   p.row_weight = a.topk_weights;
   p.out_acc = a.y_acc;
   p.top_k = static_cast<unsigned>(a.top_k);
+  p.b2 = a.b2;
   if (a.plan.dynamic) p.tile_counter = a.tile_counter;
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};

@@ -33,6 +33,9 @@ struct MoeGemm1Args {
   const void* w1p = nullptr;         ///< prepared W1, E x moe_prepared_w1_rows(I) rows, K-block tiled
   const float* sw1p = nullptr;       ///< prepared scales [E, rows/64, ceil(H/128)]
   float limit = 0.0f;                ///< clamp when > 0
+  const float* b1 = nullptr;         ///< FP32 [E, 2I] biases (SPEC order) or null
+  bool gpt_oss = false;              ///< gpt-oss's activation (MoeActivation::kGptOss)
+  float alpha = 1.702f;              ///< its α
   void* hq = nullptr;                ///< FP8 [rows, I] (row stride I) out
   float* sh = nullptr;               ///< h scales out, physical layout over `rows`
   /// Optional device counter, 0 at launch (the caller zeroes it), used when plan.dynamic
@@ -58,6 +61,7 @@ struct MoeGemm2Args {
   const float* topk_weights = nullptr;   ///< [T * k]
   int top_k = 0;
   float* y_acc = nullptr;  ///< FP32 [T, H]
+  const float* b2 = nullptr;  ///< FP32 [E, H] biases or null
   unsigned* tile_counter = nullptr;  ///< as MoeGemm1Args::tile_counter
   MoeGemm2Plan plan;                 ///< the choices (plan_moe_gemm2_scatter)
 };
@@ -93,6 +97,11 @@ void mxfp4_to_fp8_device(const void* codes, const uint8_t* scales, int num_exper
                          float* sb, cudaStream_t stream);
 /// Bytes of the MXFP4 sub-chunks of E experts of `rows` rows (a multiple of 32) over K = k.
 int64_t moe_mxfp4_weight_bytes(int num_experts, int64_t rows, int64_t k);
+
+/// Per-expert biases into FP32 dst [E, rows]: src FP32 or bf16 [E, rows]; interleaved_inter > 0:
+/// src holds W1's rows in gpt-oss's order (moekit::gpt_oss_w1_source_row), dst the SPEC order.
+void moe_prepare_bias(const void* src, bool bf16, int num_experts, int64_t rows, int64_t interleaved_inter, float* dst,
+                      cudaStream_t stream);
 
 /// y[t, c] = bf16(y_acc[t, c]) for T x H (H % 8 == 0, 16-byte aligned).
 void moe_finalize_bf16(const float* y_acc, int64_t num_tokens, int64_t hidden, void* y, cudaStream_t stream);

@@ -119,6 +119,12 @@ void MoeLayer::validate(const MoeConfig& c) {
   MOEKIT_REQUIRE(c.weight_format != MoeWeightFormat::kMxfp4 || (c.hidden % 32 == 0 && c.inter % 64 == 0), kInv, fn,
                  ": MXFP4 weights need hidden (", c.hidden, ") a multiple of 32 and inter (", c.inter,
                  ") a multiple of 64");
+  MOEKIT_REQUIRE(c.activation == MoeActivation::kSwiglu || c.activation == MoeActivation::kGptOss, kInv, fn,
+                 ": activation = ", static_cast<int>(c.activation), " must be MoeActivation::kSwiglu or kGptOss");
+  MOEKIT_REQUIRE(c.activation != MoeActivation::kGptOss || (c.inter % 64 == 0 && std::isfinite(c.activation_alpha) &&
+                                                            c.activation_alpha > 0.0f),
+                 kInv, fn, ": the gpt-oss activation needs inter (", c.inter,
+                 ") a multiple of 64 and activation_alpha (", c.activation_alpha, ") finite and > 0");
   if (c.local_count == 0) {
     MOEKIT_REQUIRE(c.local_offset == 0, kInv, fn, ": local_count = 0 means all experts, so local_offset (",
                    c.local_offset, ") must be 0; give local_count for an expert-parallel slice");
@@ -149,7 +155,7 @@ MoeLayer::MoeLayer(const MoeConfig& config) {
 namespace {
 // Offsets of the prepared buffer's parts (MoePreparedSizes in order, each 256-byte aligned).
 struct PreparedLayout {
-  size_t sw1 = 0, sw1_blocks = 0, w2 = 0, sw2 = 0, total = 0;
+  size_t sw1 = 0, sw1_blocks = 0, w2 = 0, sw2 = 0, b1 = 0, b2 = 0, total = 0;
 };
 PreparedLayout prepared_layout(const detail::MoePreparedSizes& s) {
   PreparedLayout l;
@@ -157,15 +163,17 @@ PreparedLayout prepared_layout(const detail::MoePreparedSizes& s) {
   l.sw1_blocks = align256(l.sw1 + s.sw1_bytes);
   l.w2 = align256(l.sw1_blocks + s.sw1_blocks_bytes);
   l.sw2 = align256(l.w2 + s.w2_bytes);
-  l.total = l.sw2 + s.sw2_bytes;
+  l.b1 = align256(l.sw2 + s.sw2_bytes);
+  l.b2 = align256(l.b1 + s.b1_bytes);
+  l.total = l.b2 + s.b2_bytes;
   return l;
 }
 }  // namespace
 
 size_t MoeLayer::prepared_weight_bytes() const {
-  const auto s = detail::moe_prepared_sizes(config_.local_count, config_.hidden, config_.inter, config_.weight_format);
-  if (config_.weight_format == MoeWeightFormat::kFp8) return align256(s.w1_bytes) + s.sw1_bytes;
-  return prepared_layout(s).total;
+  return prepared_layout(
+             detail::moe_prepared_sizes(config_.local_count, config_.hidden, config_.inter, config_.weight_format))
+      .total;
 }
 
 void MoeLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepared_bytes, cudaStream_t stream) {
@@ -183,6 +191,10 @@ void MoeLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepa
   }
   MOEKIT_REQUIRE(aligned(w.w1, 16) && aligned(w.w2, 16), ErrorCode::kMisaligned, fn,
                  ": w1 and w2 must be 16-byte aligned");
+  MOEKIT_REQUIRE(!(w.b1 || w.b2) || detail::moe_fused_layout(config_.inter), kInv, fn,
+                 ": biases need inter (", config_.inter, ") a multiple of 64");
+  MOEKIT_REQUIRE(aligned(w.b1, w.bias_bf16 ? 2 : 4) && aligned(w.b2, w.bias_bf16 ? 2 : 4), ErrorCode::kMisaligned, fn,
+                 ": b1 and b2 must be aligned to their element size");
   MOEKIT_REQUIRE(prepared != nullptr, kInv, fn, ": the prepared-weight buffer is null");
   MOEKIT_REQUIRE(aligned(prepared, kAlign), ErrorCode::kMisaligned, fn, ": the prepared-weight buffer (", prepared,
                  ") must be 256-byte aligned");
@@ -206,6 +218,13 @@ void MoeLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepa
     w2_ = w.w2;
     sw2_ = w.sw2;
   }
+  const int64_t il = w.w1_gate_up_interleaved ? config_.inter : 0;
+  float* b1p = reinterpret_cast<float*>(base + l.b1);
+  float* b2p = reinterpret_cast<float*>(base + l.b2);
+  if (w.b1) detail::moe_prepare_bias(w.b1, w.bias_bf16, config_.local_count, 2 * config_.inter, il, b1p, stream);
+  if (w.b2) detail::moe_prepare_bias(w.b2, w.bias_bf16, config_.local_count, config_.hidden, 0, b2p, stream);
+  b1p_ = w.b1 ? b1p : nullptr;
+  b2p_ = w.b2 ? b2p : nullptr;
   w1p_ = base;
   sw1p_ = sw1p;
   prepared_ = true;
@@ -275,6 +294,8 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   f.sw1p = sw1p_;
   f.w2 = w2_;
   f.sw2 = sw2_;
+  f.b1 = b1p_;
+  f.b2 = b2p_;
   f.y = a.y;
   f.invalid_count = a.invalid_count ? a.invalid_count : reinterpret_cast<int32_t*>(base + ws.invalid);
   detail::moe_forward(plan, f, base + ws.inner, ws.inner_bytes, stream);

@@ -15,11 +15,13 @@
 // get scale 0.
 #include <cstdint>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "common/check.h"
 #include "moe/moe_gemm.h"
 #include "moe/moe_w1_layout.h"
+#include "moekit/mxfp4.h"
 #include "moekit/numerics.h"
 #include "ptx/ptx.cuh"
 #include "runtime/pdl.h"
@@ -90,6 +92,26 @@ void moe_prepare_w1_scales(const float* sw1, int num_experts, int64_t hidden, in
   const int64_t kbh = ceil_div(hidden, kQuantBlock);
   const int64_t total = int64_t(num_experts) * (rows_p / 64) * kbh;
   prepare_w1_scales_kernel<<<grid_for(total, 256), 256, 0, stream>>>(sw1, sw1p, rows_p, inter, kbh, total);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+namespace {
+// One thread per element: dst[e][r] = FP32 of src[e][stored row of r] (b1 in gpt-oss's interleaved
+// order when interleaved_inter > 0).
+__global__ void prepare_bias_kernel(const void* src, bool bf16, int64_t rows, int64_t interleaved_inter, int64_t total,
+                                    float* dst) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i % rows, e = i / rows;
+    const int64_t s = e * rows + (interleaved_inter > 0 ? gpt_oss_w1_source_row(r, interleaved_inter) : r);
+    dst[i] = bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(src)[s]) : static_cast<const float*>(src)[s];
+  }
+}
+}  // namespace
+
+void moe_prepare_bias(const void* src, bool bf16, int num_experts, int64_t rows, int64_t interleaved_inter, float* dst,
+                      cudaStream_t stream) {
+  const int64_t total = int64_t(num_experts) * rows;
+  prepare_bias_kernel<<<grid_for(total, 256), 256, 0, stream>>>(src, bf16, rows, interleaved_inter, total, dst);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -73,6 +73,9 @@ std::string describe_moe_plan(const MoePlan& p) {
   line("weights      ", c.weight_format == MoeWeightFormat::kMxfp4
                             ? "MXFP4 (4-bit codes streamed, expanded to E4M3 in shared memory)"
                             : "FP8 E4M3, 128 x 128 block scales");
+  line("activation   ", c.activation == MoeActivation::kGptOss
+                            ? concat("gpt-oss: g * sigmoid(", c.activation_alpha, " g) * (u + 1), limit ", c.limit)
+                            : (c.limit > 0 ? concat("silu(g) * u, limit ", c.limit) : std::string("silu(g) * u")));
   line("routing      ", routing_line(p));
   line("sort         ", sort_line(p));
   line("activations  ", activations_line(p));

@@ -507,7 +507,8 @@ TEST(MoePlan, GemmRequestsOfTheKernelTests) {
 
 TEST(MoePlan, DescriptionNamesEveryChoice) {
   const std::string text = moekit::detail::describe_moe_plan(plan_for(case_named("deepseek-v3"), 4096));
-  for (const char* key : {"layout", "routing", "sort", "activations", "load", "gemm1", "promote_k", "tail_split",
+  for (const char* key : {"layout", "routing", "sort", "activations", "activation ", "load", "gemm1", "promote_k",
+                          "tail_split",
                           "gemm2", "workspace", "m64n256s5g8x132c2", "m128n192s4g8x132c1"})
     EXPECT_NE(text.find(key), std::string::npos) << key << " missing in:\n" << text;
 }

@@ -54,6 +54,7 @@ struct Weights {
   DeviceBuffer w1, sw1, w2, sw2;
   std::vector<uint8_t> hw1, hw2;
   std::vector<float> hsw1, hsw2;
+  std::vector<float> hb1, hb2;  ///< gpt-oss's biases [e, 2I] / [e, H] for the reference (empty: none)
   bool checkpoint = true;
   Weights(int64_t experts, int64_t hidden, int64_t i, uint64_t seed, float sw1_lo = 0.0f, float sw1_hi = 0.0f)
       : h(hidden), inter(i), e(experts), checkpoint(sw1_hi <= 0.0f) {
@@ -243,6 +244,8 @@ inline moekit::detail::MoeReferenceConfig ref_config(const MoeConfig& c) {
   r.local_offset = c.local_offset;
   r.local_count = c.local_count;
   r.round_gu_bf16 = kRoundGuBf16;
+  r.gpt_oss_activation = c.activation == moekit::MoeActivation::kGptOss;
+  r.alpha = c.activation_alpha;
   return r;
 }
 
@@ -285,7 +288,9 @@ inline Check check_rows(const Layer& L, const Inputs& in, const Result& r, const
       moekit::detail::moe_reference(rc, x.data(), ids.data(), w.data(), n,
                                     moekit::detail::moe_reference_fetch_all(
                                         rc, W.hw1.data() + off * W.w1_stride(), W.hsw1.data() + off * W.sw1_stride(),
-                                        W.hw2.data() + off * W.w2_stride(), W.hsw2.data() + off * W.sw2_stride()));
+                                        W.hw2.data() + off * W.w2_stride(), W.hsw2.data() + off * W.sw2_stride(),
+                                        W.hb1.empty() ? nullptr : W.hb1.data() + off * 2 * W.inter,
+                                        W.hb2.empty() ? nullptr : W.hb2.data() + off * W.h));
   std::vector<float> got(size_t(n * h));
   Check out;
   for (int64_t i = 0; i < n; ++i)

@@ -331,6 +331,53 @@ TEST(MoeMxfp4, GptOssInterleavedW1EqualsTheSpecOrder) {
   EXPECT_THROW(fp8_layer.prepare_weights(f8, prepared.get(), prepared.bytes(), s), moekit::Error);
 }
 
+// gpt-oss's layer (SPEC §6): clamp 7, h = g·sigmoid(1.702 g)·(u + 1), biases b1 before the clamp
+// and b2 before the router weight, on MXFP4 experts of gpt-oss's shapes — against the float64
+// reference of the same math, both GEMM2 paths; bf16 biases equal to the FP32 ones give the same y.
+TEST(MoeMxfp4, GptOssLayerMatchesTheReference) {
+  moekit::test::Stream s;
+  const int64_t e = 16, h = 2880, inter = 2880;
+  MxWeights W(e, h, inter, 17);
+  std::mt19937 rng(18);
+  std::normal_distribution<float> n(0.0f, 0.5f);
+  auto bf16_values = [&](int64_t count, std::vector<float>& f, std::vector<uint16_t>& b) {
+    f.resize(size_t(count));
+    b.resize(size_t(count));
+    for (int64_t i = 0; i < count; ++i) {
+      b[size_t(i)] = moekit::bf16_from_float(n(rng));
+      f[size_t(i)] = moekit::bf16_to_float(b[size_t(i)]);
+    }
+  };
+  std::vector<uint16_t> b1_16, b2_16;
+  bf16_values(e * 2 * inter, W.fp8->hb1, b1_16);
+  bf16_values(e * h, W.fp8->hb2, b2_16);
+  const DeviceBuffer b1 = DeviceBuffer::from(W.fp8->hb1), b2 = DeviceBuffer::from(W.fp8->hb2);
+  const DeviceBuffer b1h = DeviceBuffer::from(b1_16), b2h = DeviceBuffer::from(b2_16);
+  moekit::MoeWeights mw = W.slice(0), mw16 = W.slice(0);
+  mw.b1 = b1.get();
+  mw.b2 = b2.get();
+  mw16.b1 = b1h.get();
+  mw16.b2 = b2h.get();
+  mw16.bias_bf16 = true;
+  for (bool det : {false, true}) {
+    SCOPED_TRACE(mode_name(det));
+    MoeConfig c = mx_config(small_config(int(e), 4, h, inter, det));
+    c.limit = 7.0f;
+    c.activation = moekit::MoeActivation::kGptOss;
+    const Layer L(c, *W.fp8, mw, s), L16(c, *W.fp8, mw16, s);
+    for (int64_t t : {1, 64, 1000}) {
+      SCOPED_TRACE(::testing::Message() << "T=" << t);
+      Inputs in = make_x(t, h, 19 + uint64_t(t));
+      random_ids(in, c, 20 + uint64_t(t), t == 64);
+      const Result r = run(L, in, false, s);
+      const Check ch = check_rows(L, in, r, sample_rows(t, kSampleRows, 21), "mxfp4 gpt-oss layer");
+      EXPECT_EQ(ch.nonfinite, 0);
+      expect_accurate(ch);
+      if (det) EXPECT_EQ(run(L16, in, false, s).y, r.y) << "bf16 biases";
+    }
+  }
+}
+
 TEST(MoeMxfp4, ConfigurationAndWeightErrors) {
   MoeConfig c = mx_config(small_config(16, 4, 528, 256, false));  // H % 32 != 0
   EXPECT_THROW(MoeLayer::validate(c), moekit::Error);
@@ -348,4 +395,11 @@ TEST(MoeMxfp4, ConfigurationAndWeightErrors) {
   w = W.slice(0);
   EXPECT_THROW(L.prepare_weights(w, prepared.get(), prepared.bytes() - 256, nullptr), moekit::Error);
   EXPECT_NO_THROW(L.prepare_weights(w, prepared.get(), prepared.bytes(), nullptr));
+  c.activation = moekit::MoeActivation::kGptOss;
+  c.activation_alpha = 0.0f;
+  EXPECT_THROW(MoeLayer::validate(c), moekit::Error);
+  c.activation_alpha = 1.702f;
+  c.inter = 288;
+  c.weight_format = MoeWeightFormat::kFp8;
+  EXPECT_THROW(MoeLayer::validate(c), moekit::Error);  // the gpt-oss activation needs I % 64 == 0
 }

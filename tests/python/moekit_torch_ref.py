@@ -157,3 +157,33 @@ def mxfp4_fp8_form(codes: torch.Tensor, scales: torch.Tensor):
     shift = (s - m_el + 6).clamp(-13, 6)
     q = (val * torch.ldexp(torch.ones_like(val), shift.repeat_interleave(32, dim=2))).to(FP8)
     return q.contiguous(), sb.contiguous()
+
+
+def mxfp4_dequant(codes: torch.Tensor, scales: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+    """Exact MXFP4 values [e, n, k] (bf16 holds them exactly, as gpt-oss's loader computes them)."""
+    e, n, k2 = codes.shape
+    mags = torch.tensor(_E2M1, device=codes.device, dtype=dtype)
+    nib = torch.stack([codes & 15, codes >> 4], dim=-1).view(e, n, 2 * k2).long()
+    val = torch.where(nib >= 8, -mags[nib & 7], mags[nib & 7])
+    return val * torch.ldexp(torch.ones((), device=codes.device, dtype=dtype),
+                             scales.long() - 127).repeat_interleave(32, dim=2)
+
+
+def gpt_oss_mlp_block(x, logits, k, w1, b1, w2, b2, alpha=1.702, limit=7.0):
+    """gpt-oss's torch MLPBlock (gpt_oss/torch/model.py) after its gate linear: top-k of the logits,
+    softmax over the k, mlp1 with gate/up interleaved rows, its swiglu, mlp2, weighted sum — in
+    float32 on the dequantized weights (w1 [E, 2I, H] in gpt-oss's row order, w2 [E, H, I]), one
+    expert at a time."""
+    top = torch.topk(logits.float(), k=k, dim=-1, sorted=True)
+    weights = torch.softmax(top.values, dim=1)
+    out = torch.zeros((x.shape[0], w2.shape[1]), dtype=torch.float32, device=x.device)
+    for j in range(k):
+        for ex in top.indices[:, j].unique().tolist():
+            rows = (top.indices[:, j] == ex).nonzero().squeeze(1)
+            t = x[rows].float() @ w1[ex].T + b1[ex]
+            x_glu, x_linear = t[..., ::2], t[..., 1::2]
+            x_glu = x_glu.clamp(min=None, max=limit)
+            x_linear = x_linear.clamp(min=-limit, max=limit)
+            h = x_glu * torch.sigmoid(alpha * x_glu) * (x_linear + 1)
+            out[rows] += (h @ w2[ex].T + b2[ex]) * weights[rows, j : j + 1]
+    return out, top.indices

@@ -78,6 +78,9 @@ def test_layer_config_roundtrip():
         ((8, 2, 256, 128), {"weight_format": "fp4"}, r"weight_format must be 'fp8' or 'mxfp4'"),
         ((8, 2, 272, 128), {"weight_format": "mxfp4"}, r"MXFP4 weights need hidden \(272\) a multiple of 32"),
         ((8, 2, 256, 96), {"weight_format": "mxfp4"}, r"inter \(96\) a multiple of 64"),
+        ((8, 2, 256, 128), {"activation": "gelu"}, r"activation must be 'swiglu' or 'gpt_oss'"),
+        ((8, 2, 256, 96), {"activation": "gpt_oss"}, r"gpt-oss activation needs inter \(96\)"),
+        ((8, 2, 256, 128), {"activation": "gpt_oss", "activation_alpha": -1.0}, r"activation_alpha"),
     ],
 )
 def test_layer_rejects_bad_config(args, kwargs, message):
@@ -350,6 +353,14 @@ def test_layer_mxfp4_tensor_checks():
         layer.prepare_weights_mxfp4(**{**w, "w1_scale": cu("float32", e, 2 * i, h // 32)})
     with pytest.raises(ValueError, match=r"weight_format='fp8'"):
         _C.Layer(e, k, h, i).prepare_weights_mxfp4(**w)
+    # gpt-oss's biases: fp32 or bf16 [E_local, 2I] / [E_local, H], one dtype.
+    with pytest.raises(RuntimeError):
+        layer.prepare_weights_mxfp4(**w, b1=cu("bfloat16", e, 2 * i), b2=cu("bfloat16", e, h))
+    with pytest.raises(ValueError, match=r"^b1: expected shape \[8, 256\], got \[8, 128\]"):
+        layer.prepare_weights_mxfp4(**w, b1=cu("float32", e, i))
+    with pytest.raises(TypeError, match=r"b2: expected the dtype of b1"):
+        layer.prepare_weights_mxfp4(**w, b1=cu("float32", e, 2 * i), b2=cu("bfloat16", e, h))
+    assert _C.Layer(e, k, h, i, activation="gpt_oss").activation == "gpt_oss"
 
 
 @needs_no_gpu

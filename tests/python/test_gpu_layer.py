@@ -12,7 +12,9 @@ from moekit_torch_ref import (  # noqa: E402
     checkpoint_mxfp4,
     checkpoint_weights,
     dequant_w,
+    gpt_oss_mlp_block,
     moe_spec_ref,
+    mxfp4_dequant,
     mxfp4_fp8_form,
     rel_l2,
 )
@@ -228,6 +230,36 @@ def test_mxfp4_layer_is_the_fp8_layer_on_its_fp8_form():
     err = rel_l2(y, moe_spec_ref(x, ids, w, q1, sb1, q2, sb2))
     print(f"mxfp4 rel L2 vs SPEC float64 reference of its FP8 form: {err:.3e}")
     assert err < SPEC_TOL
+
+
+def test_gpt_oss_layer_vs_its_mlp_block():
+    """gpt-oss's layer (MXFP4 experts as its checkpoints store them, biases, clamp 7, its swiglu,
+    topk_softmax routing) against gpt-oss's MLPBlock computed in float32 on the same (exact) weights:
+    the distance is the FP8 activations' noise; the routed ids must be identical."""
+    e, k, h, i, t = 32, 4, 2880, 2880, 64
+    g = _gen(31)
+    c1, s1 = checkpoint_mxfp4(e, 2 * i, h, DEV, g)  # rows in gpt-oss's order (gate 2r, up 2r + 1)
+    c2, s2 = checkpoint_mxfp4(e, h, i, DEV, g)
+    b1 = (torch.randn((e, 2 * i), generator=g, device=DEV) * 0.5).to(torch.bfloat16)
+    b2 = (torch.randn((e, h), generator=g, device=DEV) * 0.5).to(torch.bfloat16)
+    layer = moekit.MoeLayer(e, k, h, i, routing="topk_softmax", limit=7.0, weight_format="mxfp4",
+                            activation="gpt_oss")
+    layer.load_mxfp4_weights(c1.view(e, 2 * i, h // 32, 16), s1, c2.view(e, h, i // 32, 16), s2,
+                             gate_up_interleaved=True, b1=b1, b2=b2)
+    x = torch.randn((t, h), generator=g, device=DEV).to(torch.bfloat16)
+    gate_w = torch.randn((e, h), generator=g, device=DEV) * 0.05
+    gate_b = torch.randn((e,), generator=g, device=DEV) * 0.1
+    logits = torch.nn.functional.linear(x.float(), gate_w, gate_b)
+    y = layer(x, router_logits=logits)
+    ref, ref_ids = gpt_oss_mlp_block(x, logits, k, mxfp4_dequant(c1, s1), b1.float(), mxfp4_dequant(c2, s2),
+                                     b2.float())
+    ids, _ = moekit.route(logits, layer.routing, k)
+    top = logits.double().topk(k + 1, dim=1).values
+    ok = (top[:, k - 1] - top[:, k]) > 1e-5
+    assert torch.equal(ids[ok].long().sort(dim=1).values, ref_ids[ok].long().sort(dim=1).values)
+    err = rel_l2(y, ref)
+    print(f"gpt-oss layer (MXFP4, FP8 activations) vs its float32 MLPBlock: rel L2 {err:.3e}")
+    assert err < HF_TOL
 
 
 def test_layer_expert_parallel_slice():

@@ -71,10 +71,33 @@ struct SwigluFp8Epilogue {
     return __fmul_rn(g, ptx::rcp_approx_ftz(1.0f + e)) * u;
   }
 
+  /// gpt-oss's g·sigmoid(alpha·g)·(u + 1) (SPEC §6), in silu_mul's form.
+  __device__ __forceinline__ static float gpt_oss_mul(float g, float u, float alpha) {
+    const float e = ptx::ex2_approx_ftz(fminf(-alpha * g, 80.0f) * 1.44269504088896341f);
+    return __fmul_rn(g, ptx::rcp_approx_ftz(1.0f + e)) * (u + 1.0f);
+  }
+
+  /// gpt-oss's biases: g and u of h column c (of the tile's 128, this warpgroup's 64 from
+  /// `h_col0`) get b1[c] and b1[I + c] of the tile's expert.
+  __device__ __forceinline__ static void add_bias(float (&acc)[64], const Tile& t, const MoeGemm1Params& p,
+                                                  const MathThread& th) {
+    const u32 e = t.b_row0 / p.n, h_col0 = t.n0 / 2u + th.wn * 64u + 2u * (th.lane % 4u);
+    const float* b = p.b1 + static_cast<unsigned long long>(e) * 2u * p.b1_inter;
+#pragma unroll
+    for (u32 i = 0; i < 32; ++i) {
+      const u32 c = h_col0 + 8u * (i / 4u) + (i & 1u);
+      if (c < p.b1_inter) {
+        acc[i] += __ldg(b + c);
+        acc[32 + i] += __ldg(b + p.b1_inter + c);
+      }
+    }
+  }
+
   /// h of this thread's 32 elements in place of the gate accumulators (rows r0 when `lo`, r0 + 8
   /// when `hi`; the other rows' h is 0) and their partial row maxima.
   template <bool kLo, bool kHi>
-  __device__ __forceinline__ static void swiglu_rows(float (&acc)[64], float limit, float& amax0, float& amax1) {
+  __device__ __forceinline__ static void swiglu_rows(float (&acc)[64], float limit, bool gpt_oss, float alpha,
+                                                     float& amax0, float& amax1) {
     if (limit > 0.0f) {  // uniform: the clamp costs nothing where no limit is set
 #pragma unroll
       for (int i = 0; i < 32; ++i) clamp(acc[i], acc[32 + i], limit);
@@ -86,7 +109,7 @@ struct SwigluFp8Epilogue {
         acc[i] = 0.0f;
         continue;
       }
-      acc[i] = silu_mul(acc[i], acc[32 + i]);
+      acc[i] = gpt_oss ? gpt_oss_mul(acc[i], acc[32 + i], alpha) : silu_mul(acc[i], acc[32 + i]);
       if (lo_row) amax0 = fmaxf(amax0, fabsf(acc[i]));
       else amax1 = fmaxf(amax1, fabsf(acc[i]));
     }
@@ -118,9 +141,11 @@ struct SwigluFp8Epilogue {
     // rows of 64, and this epilogue sits on the critical path of a CTA's last tile (docs/performance.md §SwiGLU epilogue).
     float amax0 = 0.0f, amax1 = 0.0f;
     const u32 warp_row0 = th.warp * 16;
-    if (warp_row0 + 8 < t.valid_rows) swiglu_rows<true, true>(acc, p.limit, amax0, amax1);
-    else if (warp_row0 < t.valid_rows) swiglu_rows<true, false>(acc, p.limit, amax0, amax1);
-    else swiglu_rows<false, false>(acc, p.limit, amax0, amax1);
+    if (p.b1 != nullptr && warp_row0 < t.valid_rows) add_bias(acc, t, p, th);  // (padding rows' h is zeroed below)
+    const bool gpt_oss = p.gpt_oss != 0;
+    if (warp_row0 + 8 < t.valid_rows) swiglu_rows<true, true>(acc, p.limit, gpt_oss, p.alpha, amax0, amax1);
+    else if (warp_row0 < t.valid_rows) swiglu_rows<true, false>(acc, p.limit, gpt_oss, p.alpha, amax0, amax1);
+    else swiglu_rows<false, false>(acc, p.limit, gpt_oss, p.alpha, amax0, amax1);
     amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, 1));
     amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, 2));
     amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, 1));
@@ -193,6 +218,10 @@ struct ScatterAddEpilogue {
       const float w = e >= 0 ? ptx::ld_chain(p.row_weight + e) : 0.0f;
       float* dst = p.out_acc + (e >= 0 ? static_cast<unsigned long long>(u32(e) / p.top_k) * p.n : 0ull) + t.n0 +
                    4 * ((th.lane % 4) / 2);
+      // gpt-oss's b2 (SPEC §6): o = W2·h + b2 of the tile's expert, before the router weight.
+      const float* bias = p.b2 != nullptr ? p.b2 + static_cast<unsigned long long>(t.b_row0 / p.n) * p.n + t.n0 +
+                                                4 * ((th.lane % 4) / 2)
+                                          : nullptr;
 #pragma unroll
       for (u32 i = 0; i < u32(kAcc) / 4; ++i) {
         // Even lanes send their row-r0+8 pair and keep row r0; odd lanes the reverse.
@@ -204,8 +233,11 @@ struct ScatterAddEpilogue {
         const float v1 = odd ? ry : acc[4 * i + 1];
         const float v2 = odd ? acc[4 * i + 2] : rx;
         const float v3 = odd ? acc[4 * i + 3] : ry;
-        if (e >= 0 && t.n0 + 8 * i + 4 * ((th.lane % 4) / 2) < p.n)
-          ptx::red_add_v4_f32(dst + 8 * i, w * v0, w * v1, w * v2, w * v3);
+        if (e >= 0 && t.n0 + 8 * i + 4 * ((th.lane % 4) / 2) < p.n) {
+          float4 b = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          if (bias != nullptr) b = __ldg(reinterpret_cast<const float4*>(bias + 8 * i));
+          ptx::red_add_v4_f32(dst + 8 * i, w * (v0 + b.x), w * (v1 + b.y), w * (v2 + b.z), w * (v3 + b.w));
+        }
       }
     }
     __syncwarp();  // the next tile's wgmma needs a converged warp

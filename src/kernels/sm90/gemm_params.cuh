@@ -129,6 +129,12 @@ struct MoeGemm1Fields : GroupedLayoutParams {
   unsigned a_gather_ld;
   const float* sa_gather;         ///< its scales, physical A-scale layout: [kb * sa_gather_ld + token]
   unsigned sa_gather_ld;
+  /// gpt-oss's layer (SPEC §6): FP32 biases [experts, 2I] (gate then up; null: none) added to g and
+  /// u before the clamp, I = b1_inter; gpt_oss = 1: h = g·sigmoid(alpha·g)·(u + 1) instead of silu(g)·u.
+  const float* b1;
+  unsigned b1_inter;
+  unsigned gpt_oss;
+  float alpha;
 };
 using MoeGemm1Params = PaddedGemmParams<MoeGemm1Fields>;
 
@@ -138,6 +144,7 @@ struct MoeGemm2Fields : GroupedLayoutParams {
   const float* row_weight;   ///< router weight of each expanded index
   float* out_acc;            ///< FP32 [tokens, n] output that rows are scatter-added into
   unsigned top_k;
+  const float* b2;           ///< FP32 biases [experts, n] added before the router weight, or null
 };
 using MoeGemm2Params = PaddedGemmParams<MoeGemm2Fields>;
 
