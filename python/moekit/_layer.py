@@ -143,6 +143,23 @@ class MoeLayer(torch.nn.Module):
         if b1 is not None and b2 is not None and b1.dtype != b2.dtype:
             raise TypeError(f"moekit: b1 and b2 must have one dtype, got {b1.dtype} and {b2.dtype}")
 
+    def _prepare(self, who, weights, b1, b2, prepare):
+        """The common part of load_weights / load_mxfp4_weights: biases checked, every tensor on one
+        GPU, not under capture; prepare(prepared, stream) fills a new prepared buffer there.
+        Returns (routing bias or None, device, prepared)."""
+        self._check_biases(b1, b2)
+        bias = self.routing.correction_bias if self.routing is not None else None
+        names = ("w1", "w1_scale", "w2", "w2_scale")
+        device = check_devices(list(zip(names, weights)) + [("b1", b1), ("b2", b2), ("routing.correction_bias", bias)])
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(f"moekit: {who} cannot run during CUDA graph capture")
+        prepared = torch.empty(self._state.layer.prepared_weight_bytes(), dtype=torch.uint8, device=device)
+        with torch.cuda.device(device):
+            prepare(prepared, _torch.current_stream(device))
+        self._state.device = device
+        self._device = device
+        return bias, device, prepared
+
     def load_weights(
         self, w1: torch.Tensor, w1_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor,
         b1: Optional[torch.Tensor] = None, b2: Optional[torch.Tensor] = None,
@@ -170,19 +187,13 @@ class MoeLayer(torch.nn.Module):
         check_tensor(w2, "w2", FP8, shape=(e, h, i), desc=f"[E_local, H, I] = [{e}, {h}, {i}]", contiguous=True)
         check_tensor(w2_scale, "w2_scale", F32, shape=(e, ceil128(h), ceil128(i)),
                      desc=f"[E_local, ceil(H/128), ceil(I/128)] = [{e}, {ceil128(h)}, {ceil128(i)}]", contiguous=True)
-        self._check_biases(b1, b2)
-        bias = self.routing.correction_bias if self.routing is not None else None
-        device = check_devices([("w1", w1), ("w1_scale", w1_scale), ("w2", w2), ("w2_scale", w2_scale),
-                                ("b1", b1), ("b2", b2), ("routing.correction_bias", bias)])
-        if torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("moekit: load_weights cannot run during CUDA graph capture")
+
+        def prepare(prepared, stream):
+            self._state.layer.prepare_weights(_torch._u8(w1), w1_scale, _torch._u8(w2), w2_scale, prepared, stream,
+                                              b1=b1, b2=b2)
+
+        bias, _, prepared = self._prepare("load_weights", (w1, w1_scale, w2, w2_scale), b1, b2, prepare)
         state = self._state
-        prepared = torch.empty(state.layer.prepared_weight_bytes(), dtype=torch.uint8, device=device)
-        with torch.cuda.device(device):
-            state.layer.prepare_weights(_torch._u8(w1), w1_scale, _torch._u8(w2), w2_scale, prepared,
-                                        _torch.current_stream(device), b1=b1, b2=b2)
-        state.device = device
-        self._device = device
         state.keep = (w2, w2_scale, prepared) + ((bias,) if bias is not None else ())
         state.ws_sizes.clear()
         self.weights_loaded = True
@@ -222,19 +233,13 @@ class MoeLayer(torch.nn.Module):
         check_tensor(w2, "w2", U8, shape=(e, h, i // 2), desc=f"[E_local, H, I/2] = [{e}, {h}, {i // 2}]", contiguous=True)
         check_tensor(w2_scale, "w2_scale", U8, shape=(e, h, i // 32),
                      desc=f"[E_local, H, I/32] = [{e}, {h}, {i // 32}]", contiguous=True)
-        self._check_biases(b1, b2)
-        bias = self.routing.correction_bias if self.routing is not None else None
-        device = check_devices([("w1", w1), ("w1_scale", w1_scale), ("w2", w2), ("w2_scale", w2_scale),
-                                ("b1", b1), ("b2", b2), ("routing.correction_bias", bias)])
-        if torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("moekit: load_mxfp4_weights cannot run during CUDA graph capture")
+
+        def prepare(prepared, stream):
+            self._state.layer.prepare_weights_mxfp4(w1, w1_scale, w2, w2_scale, prepared, stream,
+                                                    bool(gate_up_interleaved), b1=b1, b2=b2)
+
+        bias, _, prepared = self._prepare("load_mxfp4_weights", (w1, w1_scale, w2, w2_scale), b1, b2, prepare)
         state = self._state
-        prepared = torch.empty(state.layer.prepared_weight_bytes(), dtype=torch.uint8, device=device)
-        with torch.cuda.device(device):
-            state.layer.prepare_weights_mxfp4(w1, w1_scale, w2, w2_scale, prepared, _torch.current_stream(device),
-                                              bool(gate_up_interleaved), b1=b1, b2=b2)
-        state.device = device
-        self._device = device
         state.keep = (prepared,) + ((bias,) if bias is not None else ())
         state.ws_sizes.clear()
         self.weights_loaded = True

@@ -142,6 +142,21 @@ int bias_device(const Layer& self) {
   return nb::cast<const Routing&>(self.routing).bias_device;
 }
 
+/// The prepared-weight buffer (uint8, 1-D, contiguous), on the routing bias's device.
+Tensor prepared_arg(const Layer& self, nb::handle obj, DeviceScope& devices) {
+  Tensor prep = cuda_tensor(obj, "prepared", {kUInt8}, 1, devices);
+  expect_contiguous(prep);
+  devices.expect_device(bias_device(self), "routing.correction_bias");
+  return prep;
+}
+
+/// Runs MoeLayer::prepare_weights on the tensors' device without the GIL.
+void run_prepare(Layer& self, const MoeWeights& w, const Tensor& prep, DeviceScope& devices, std::uintptr_t stream) {
+  devices.activate();
+  nb::gil_scoped_release release;
+  self.layer.prepare_weights(w, prep.data(), prep.nbytes(), static_cast<cudaStream_t>(stream_ptr(stream)));
+}
+
 /// gpt-oss's optional biases (None, or fp32 / bf16 [E_local, rows], both of one dtype), into `w`.
 void bias_args(nb::handle b1_obj, nb::handle b2_obj, int64_t el, int64_t rows1, int64_t rows2, DeviceScope& devices,
                std::optional<Tensor>& b1, std::optional<Tensor>& b2, MoeWeights& w) {
@@ -180,9 +195,7 @@ void prepare_weights(Layer& self, nb::handle w1_obj, nb::handle sw1_obj, nb::han
   Tensor sw2 = cuda_tensor(sw2_obj, "w2_scale", {kFloat32}, 3, devices);
   expect_shape(sw2, {el, ceil_div(h, kQuantBlock), ceil_div(i, kQuantBlock)});
   expect_contiguous(sw2);
-  Tensor prep = cuda_tensor(prepared_obj, "prepared", {kUInt8}, 1, devices);
-  expect_contiguous(prep);
-  devices.expect_device(bias_device(self), "routing.correction_bias");
+  Tensor prep = prepared_arg(self, prepared_obj, devices);
 
   MoeWeights w;
   std::optional<Tensor> b1, b2;
@@ -191,11 +204,7 @@ void prepare_weights(Layer& self, nb::handle w1_obj, nb::handle sw1_obj, nb::han
   w.sw1 = static_cast<const float*>(sw1.data());
   w.w2 = w2.data();
   w.sw2 = static_cast<const float*>(sw2.data());
-  {
-    devices.activate();
-    nb::gil_scoped_release release;
-    self.layer.prepare_weights(w, prep.data(), prep.nbytes(), static_cast<cudaStream_t>(stream_ptr(stream)));
-  }
+  run_prepare(self, w, prep, devices, stream);
   self.w2 = w2.array;
   self.w2_scale = sw2.array;
   self.prepared = prep.array;
@@ -220,9 +229,7 @@ void prepare_weights_mxfp4(Layer& self, nb::handle w1_obj, nb::handle s1_obj, nb
   };
   Tensor w1 = codes(w1_obj, "w1", 2 * i, h, 2), s1 = codes(s1_obj, "w1_scale", 2 * i, h, 32);
   Tensor w2 = codes(w2_obj, "w2", h, i, 2), s2 = codes(s2_obj, "w2_scale", h, i, 32);
-  Tensor prep = cuda_tensor(prepared_obj, "prepared", {kUInt8}, 1, devices);
-  expect_contiguous(prep);
-  devices.expect_device(bias_device(self), "routing.correction_bias");
+  Tensor prep = prepared_arg(self, prepared_obj, devices);
   MoeWeights w;
   std::optional<Tensor> b1, b2;
   bias_args(b1_obj, b2_obj, el, 2 * i, h, devices, b1, b2, w);
@@ -231,11 +238,7 @@ void prepare_weights_mxfp4(Layer& self, nb::handle w1_obj, nb::handle s1_obj, nb
   w.w2 = w2.data();
   w.w2_scales = static_cast<const uint8_t*>(s2.data());
   w.w1_gate_up_interleaved = gate_up_interleaved;
-  {
-    devices.activate();
-    nb::gil_scoped_release release;
-    self.layer.prepare_weights(w, prep.data(), prep.nbytes(), static_cast<cudaStream_t>(stream_ptr(stream)));
-  }
+  run_prepare(self, w, prep, devices, stream);
   self.w2.reset();
   self.w2_scale.reset();
   self.prepared = prep.array;

@@ -234,6 +234,19 @@ inline moekit::MoeForwardArgs ids_forward_args(const Inputs& in, const DeviceBuf
   return a;
 }
 
+/// The layer's forward with `a` captured into an instantiated CUDA graph on stream s (the kernels
+/// must be loaded: prepare_kernels or an eager forward first); the caller destroys it.
+inline cudaGraphExec_t capture_forward(const MoeLayer& layer, const moekit::MoeForwardArgs& a, cudaStream_t s) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  layer.forward(a, s);
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  cudaGraphDestroy(graph);
+  return exec;
+}
+
 inline moekit::detail::MoeReferenceConfig ref_config(const MoeConfig& c) {
   moekit::detail::MoeReferenceConfig r;
   r.num_experts = c.num_experts;

@@ -104,12 +104,8 @@ TEST(MoeLayer, GraphReplayWithNewLogitsMatchesEager) {
       a.invalid_count = invalid.as<int32_t>();
       a.workspace = ws.get();
       a.workspace_bytes = ws_bytes;
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-      L.layer.forward(a, s);
-      ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      const cudaGraphExec_t exec = capture_forward(L.layer, a, s);
+      ASSERT_NE(exec, nullptr);
       std::vector<uint16_t> previous;
       for (int replay = 0; replay < 3; ++replay) {
         // New routing in the same logits buffer.
@@ -147,7 +143,6 @@ TEST(MoeLayer, GraphReplayWithNewLogitsMatchesEager) {
         }
       }
       cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
     }
   }
 }

@@ -281,12 +281,8 @@ TEST(MoeMxfp4, GraphReplayMatchesEager) {
         w = DeviceBuffer::from(in.w);
     const moekit::MoeForwardArgs a = ids_forward_args(in, y, ids, w, ws);
     L.layer.prepare_kernels(t, ws.get(), ws_bytes, s);
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-    L.layer.forward(a, s);
-    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    const cudaGraphExec_t exec = capture_forward(L.layer, a, s);
+    ASSERT_NE(exec, nullptr);
     for (int replay = 0; replay < 2; ++replay) {
       ASSERT_EQ(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), s), cudaSuccess);
       ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
@@ -294,7 +290,6 @@ TEST(MoeMxfp4, GraphReplayMatchesEager) {
       EXPECT_EQ(y.download<uint16_t>(size_t(t * c.hidden)), eager.y) << "replay " << replay;
     }
     cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
   }
 }
 
