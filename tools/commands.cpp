@@ -8,11 +8,15 @@
 #include <thread>
 #include <vector>
 
+#include "bench/moe_presets.h"
 #include "gemm/gemm_launch.h"
 #include "gemm/heuristic.h"
+#include "moe/moe_gemm.h"
 #include "moekit/moekit.h"
+#include "planning/moe_plan.h"
 #include "runtime/device.h"
 #include "runtime/jit.h"
+#include "runtime/knobs.h"
 
 namespace moekit::tools {
 namespace {
@@ -43,14 +47,36 @@ std::vector<Shape> default_shapes() {
   return v;
 }
 
+std::vector<long long> parse_list(const char* s) {
+  std::vector<long long> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0)
+      throw Error(ErrorCode::kInvalidArgument, "bad token count '" + item + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
 }  // namespace
 
 int jit_warm_main(int argc, char** argv) {
   std::vector<Shape> shapes = default_shapes();
   std::string forced;  // --config: this configuration instead of the heuristic's (as bench gemm --config)
+  std::string moe;     // --moe PRESET|all: the MoE layer's GEMMs instead of dense shapes
+  std::vector<long long> tokens = {1, 8, 64, 256, 1024, 4096, 16384};
+  bool mxfp4 = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = parse_shapes(argv[++i]);
     else if (!std::strcmp(argv[i], "--config") && i + 1 < argc) forced = argv[++i];
+    else if (!std::strcmp(argv[i], "--moe") && i + 1 < argc) moe = argv[++i];
+    else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc && (!std::strcmp(argv[i + 1], "fp8") ||
+                                                                     !std::strcmp(argv[i + 1], "mxfp4")))
+      mxfp4 = !std::strcmp(argv[++i], "mxfp4");
     else {
       std::fprintf(stderr, "moekit jit warm: unknown option '%s'\n", argv[i]);
       return 2;
@@ -60,6 +86,26 @@ int jit_warm_main(int argc, char** argv) {
   detail::GemmDeviceLimits lim;
   if (detail::gpu_available()) lim = detail::device_limits();
   std::set<std::pair<std::string, std::string>> sources;  // (entry, source)
+  if (!moe.empty()) {
+    // The fused GEMMs each preset's forward launches for each T (its plan; routing from logits).
+    bool found = false;
+    for (const bench::Preset& p : bench::kPresets) {
+      if (moe != "all" && moe != p.name) continue;
+      found = true;
+      MoeConfig c = bench::preset_moe_config(p, 0, MoeGemm1Input::kAuto, nullptr);
+      if (mxfp4) c.weight_format = MoeWeightFormat::kMxfp4;
+      const MoeConfig resolved = MoeLayer(c).config();
+      for (long long t : tokens)
+        for (auto& s : detail::moe_gemm_kernel_sources(
+                 detail::plan_moe_forward(resolved, t, true, lim, 0, detail::knobs())))
+          sources.insert(std::move(s));
+    }
+    if (!found) {
+      std::fprintf(stderr, "moekit jit warm: unknown preset '%s'\n", moe.c_str());
+      return 2;
+    }
+    shapes.clear();
+  }
   for (const Shape& s : shapes) {
     const GemmConfig c = forced.empty() ? detail::select_gemm_config(s.m, s.n, s.k, lim, 1, true)
                                         : GemmConfig::parse(forced);

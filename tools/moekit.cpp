@@ -4,6 +4,7 @@
 //   moekit bench quant [--csv|--json]         activation / weight quantization kernels
 //   moekit bench grouped [--csv|--json]       grouped (contiguous / masked) FP8 GEMMs vs cuBLASLt per expert
 //   moekit jit warm [--shapes M:N:K,..] [--config CFG]  compile (NVRTC) the kernels those shapes use into the disk cache
+//   moekit jit warm --moe PRESET|all [--tokens T,..] [--weights fp8|mxfp4]  the MoE layer's GEMM kernels per T
 //   moekit info                               device, cache directory, version
 #include <cstdio>
 #include <cstring>
@@ -29,6 +30,8 @@ void usage() {
       "                              grouped FP8 GEMMs (contiguous, masked): ours vs cuBLASLt once per expert\n"
       "  jit warm    [--shapes M:N:K,...] [--config CFG]\n"
       "                              compile the kernels those shapes use (or CFG) into the disk cache (no GPU needed)\n"
+      "  jit warm    --moe PRESET|all [--tokens T1,T2,...] [--weights fp8|mxfp4]\n"
+      "                              compile the fused GEMMs the MoE layer's forward launches for each T\n"
       "  info                        device, kernel cache directory, version\n");
 }
 

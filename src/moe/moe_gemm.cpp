@@ -17,23 +17,63 @@ void set_expert_layout(sm90::GroupedLayoutParams& p, const int32_t* offsets, con
 
 }  // namespace
 
+MoeGemmKernel moe_gemm1_kernel(const MoeGemm1Plan& plan, bool gather) {
+  MoeGemmKernel k{plan.config, plan.mx_stages ? Fp8GemmKernel::kMoeGemm1SwigluMxfp4
+                               : gather       ? Fp8GemmKernel::kMoeGemm1SwigluGather
+                                              : Fp8GemmKernel::kMoeGemm1Swiglu,
+                  {}};
+  Fp8GemmFamily& family = k.family;
+  family.wg_n = 2;
+  family.epilogue_smem = sm90::kSwigluEpilogueSmem;
+  family.sb_rows = 64;  // the prepared W1 has one scale per 64 rows (gate or up of 64 h columns)
+  family.b_chunk_rows = static_cast<int>(kW1ChunkRows);  // the prepared W1 is K-block tiled
+  family.pdl_early = plan.pdl_early;
+  family.a_box_rows = plan.a_box_rows;
+  family.promote_k = plan.promote_k;
+  family.mx_stages = plan.mx_stages;  // MXFP4 W1 (moe_prepare_w1_mxfp4's sub-chunks)
+  MOEKIT_REQUIRE(!(gather && family.mx_stages), ErrorCode::kInvalidArgument,
+                 "moe_gemm1_swiglu: MXFP4 W1 runs on the permuted activations, not the gather variant");
+  return k;
+}
+
+MoeGemmKernel moe_gemm2_kernel(const MoeGemm2Plan& plan) {
+  MoeGemmKernel k{plan.config, {}, {}};
+  Fp8GemmFamily& family = k.family;
+  family.mx_stages = plan.mx_stages;  // MXFP4 W2 (moe_prepare_w2_mxfp4's sub-chunks)
+  if (plan.rows_then_combine) {  // the grouped contiguous GEMM's bf16 body (grouped_gemm.cpp)
+    k.kernel = plan.mx_stages ? Fp8GemmKernel::kContiguousMxfp4 : Fp8GemmKernel::kContiguous;
+    family.b_evict_first = false;
+    return k;
+  }
+  k.kernel = plan.mx_stages ? Fp8GemmKernel::kMoeGemm2ScatterMxfp4 : Fp8GemmKernel::kMoeGemm2Scatter;
+  family.epilogue_smem = 0;
+  family.a_box_rows = plan.a_box_rows;
+  family.pdl_early = true;  // as GEMM1: the offsets come from moe_sort, three launches back
+  return k;
+}
+
+std::vector<std::pair<std::string, std::string>> moe_gemm_kernel_sources(const MoePlan& plan) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!plan.fused_layout || plan.num_tokens < 1) return out;
+  for (const MoeGemmKernel& k : {moe_gemm1_kernel(plan.gemm1, plan.gather), moe_gemm2_kernel(plan.gemm2)}) {
+    std::string entry;
+    std::string source = fp8_gemm_kernel_source(k.config, k.kernel, &entry, k.family);
+    out.emplace_back(std::move(entry), std::move(source));
+  }
+  return out;
+}
+
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   const int64_t n = moe_prepared_w1_rows(a.inter);
-  const GemmConfig& c = a.plan.config;
+  const bool gather = a.a_tokens != nullptr;
+  const MoeGemmKernel k = moe_gemm1_kernel(a.plan, gather);
+  const GemmConfig& c = k.config;
   const CUtensorMap tma_h = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
                                         static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 128, 64,
                                         CU_TENSOR_MAP_SWIZZLE_128B);
-  Fp8GemmFamily family;
-  family.wg_n = 2;
-  family.epilogue_smem = sm90::kSwigluEpilogueSmem;
+  Fp8GemmFamily family = k.family;
   family.tma_d = &tma_h;
-  family.sb_rows = 64;  // the prepared W1 has one scale per 64 rows (gate or up of 64 h columns)
-  family.b_chunk_rows = static_cast<int>(kW1ChunkRows);  // the prepared W1 is K-block tiled
-  family.pdl_early = a.plan.pdl_early;
-  family.a_box_rows = a.plan.a_box_rows;
-  family.promote_k = a.plan.promote_k;
-  family.mx_stages = a.plan.mx_stages;  // MXFP4 W1 (moe_prepare_w1_mxfp4's sub-chunks)
   sm90::MoeGemm1Params p{};
   set_expert_layout(p, a.offsets, a.counts, a.num_experts);
   p.limit = a.limit;
@@ -49,9 +89,6 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   if (c.multicast == 2) p.pair_tail_split = a.plan.pair_tail_split ? 1u : 0u;
   Fp8GemmOperands op{a.a,  a.hidden, a.sa, a.w1p,  a.hidden, a.sw1p, a.hq, a.inter,
                      a.rows, a.num_experts * n, n, a.hidden};
-  const bool gather = a.a_tokens != nullptr;
-  MOEKIT_REQUIRE(!(gather && family.mx_stages), ErrorCode::kInvalidArgument,
-                 "moe_gemm1_swiglu: MXFP4 W1 runs on the permuted activations, not the gather variant");
   if (gather) {
     // The kernel addresses token rows with 32-bit byte offsets.
     MOEKIT_REQUIRE(a.num_tokens >= 1 && a.num_tokens * a.hidden < (int64_t(1) << 32) && a.top_k >= 1 && a.row_map &&
@@ -69,20 +106,14 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
     op.sa = a.sa_tokens;
     op.a_rows = a.num_tokens;
   }
-  const Fp8GemmKernel kernel = family.mx_stages ? Fp8GemmKernel::kMoeGemm1SwigluMxfp4
-                               : gather           ? Fp8GemmKernel::kMoeGemm1SwigluGather
-                                                  : Fp8GemmKernel::kMoeGemm1Swiglu;
-  launch_fp8_gemm(c, kernel, op, p, stream, family);
+  launch_fp8_gemm(c, k.kernel, op, p, stream, family);
 }
 
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   if (a.rows == 0) return;
-  const GemmConfig& c = a.plan.config;
-  Fp8GemmFamily family;
-  family.epilogue_smem = 0;
-  family.a_box_rows = a.plan.a_box_rows;
-  family.pdl_early = true;  // as GEMM1: the offsets come from moe_sort, three launches back
-  family.mx_stages = a.plan.mx_stages;  // MXFP4 W2 (moe_prepare_w2_mxfp4's sub-chunks)
+  const MoeGemmKernel k = moe_gemm2_kernel(a.plan);
+  const GemmConfig& c = k.config;
+  Fp8GemmFamily family = k.family;
   // No D tensor: any valid descriptor satisfies the kernel's signature (it is only prefetched).
   const CUtensorMap tma_dummy = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
                                             static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 16, 1,
@@ -98,8 +129,7 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   if (a.plan.dynamic) p.tile_counter = a.tile_counter;
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};
-  launch_fp8_gemm(c, family.mx_stages ? Fp8GemmKernel::kMoeGemm2ScatterMxfp4 : Fp8GemmKernel::kMoeGemm2Scatter, op,
-                  p, stream, family);
+  launch_fp8_gemm(c, k.kernel, op, p, stream, family);
 }
 
 }  // namespace moekit::detail

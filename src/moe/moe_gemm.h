@@ -3,8 +3,11 @@
 // (tile configuration, accumulation chain, scheduling) comes from the plan (planning/moe_plan.h).
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 #include <cuda_runtime_api.h>
 
+#include "gemm/gemm_launch.h"
 #include "planning/moe_plan.h"
 
 namespace moekit::detail {
@@ -66,6 +69,21 @@ struct MoeGemm2Args {
   MoeGemm2Plan plan;                 ///< the choices (plan_moe_gemm2_scatter)
 };
 void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream);
+
+/// The kernel body and launch family of the fused GEMM1 for `plan` (`gather`: A read by token),
+/// and of GEMM2 (scatter-add, or the rows GEMM's contiguous body): what the launchers run, without
+/// the launch-time parts (the D TMA map). I = `inter`.
+struct MoeGemmKernel {
+  GemmConfig config;
+  Fp8GemmKernel kernel;
+  Fp8GemmFamily family;
+};
+MoeGemmKernel moe_gemm1_kernel(const MoeGemm1Plan& plan, bool gather);
+MoeGemmKernel moe_gemm2_kernel(const MoeGemm2Plan& plan);
+
+/// The NVRTC sources (entry name, source) of the GEMMs a forward with `plan` launches (none for the
+/// unfused layout or T = 0): `moekit jit warm --moe` compiles them ahead of time.
+std::vector<std::pair<std::string, std::string>> moe_gemm_kernel_sources(const MoePlan& plan);
 
 /// Writes the prepared W1 and its scales (layout in moe_weights.cu). Requires I % 64 == 0.
 void moe_prepare_w1_fused(const void* w1, const float* sw1, int num_experts, int64_t hidden, int64_t inter, void* w1p,

@@ -4,11 +4,17 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "gemm/gemm_launch.h"
+#include "moe/moe_gemm.h"
 #include "moekit/error.h"
+#include "moekit/moe_layer.h"
+#include "planning/moe_plan.h"
 #include "runtime/jit.h"
+#include "runtime/knobs.h"
 
 namespace {
 
@@ -173,6 +179,34 @@ TEST(Jit, Mxfp4BodiesCompileForSm90a) {
   EXPECT_THROW(
       moekit::detail::fp8_gemm_kernel_source({64, 256, 3, 8, 132, 1}, Fp8GemmKernel::kMoeGemm1Swiglu, &entry, family),
       moekit::Error);
+}
+
+// The fused GEMMs the MoE layer's plans launch (moe_gemm_kernel_sources, what `moekit jit warm
+// --moe` compiles), FP8 and MXFP4 weights, decode to prefill sizes: each compiles cleanly.
+TEST(Jit, PlannedMoeGemmsCompileForSm90a) {
+  std::set<std::string> entries;
+  for (const bool mx : {false, true})
+    for (const auto& [e, k, h, inter] : {std::tuple{256, 8, 7168L, 2048L}, std::tuple{128, 4, 2880L, 2880L}})
+      for (const int64_t t : {1, 4096, 16384}) {
+        moekit::MoeConfig c;
+        c.num_experts = e;
+        c.top_k = k;
+        c.hidden = h;
+        c.inter = inter;
+        c.local_count = e;
+        if (mx) c.weight_format = moekit::MoeWeightFormat::kMxfp4;
+        const auto plan = moekit::detail::plan_moe_forward(c, t, false, moekit::detail::GemmDeviceLimits{}, 0,
+                                                           moekit::detail::Knobs{});
+        const auto sources = moekit::detail::moe_gemm_kernel_sources(plan);
+        ASSERT_EQ(sources.size(), 2u);
+        for (const auto& [entry, src] : sources) {
+          EXPECT_EQ(entry.find("mxfp4") != std::string::npos, mx) << entry;
+          if (!entries.insert(entry).second) continue;
+          SCOPED_TRACE(entry);
+          expect_compiles_clean(src, entry);
+        }
+      }
+  EXPECT_GE(entries.size(), 8u);
 }
 
 TEST(Jit, DiskCacheIsReused) {
