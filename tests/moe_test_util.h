@@ -1,6 +1,7 @@
 // Test helpers shared by the CPU and GPU MoE tests.
 #pragma once
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -23,6 +24,16 @@ inline std::vector<int32_t> random_topk_ids(std::mt19937_64& rng, int64_t t, int
     ids[size_t(i)] = id;
   }
   return ids;
+}
+
+/// ‖a − ref‖ / ‖ref‖ of two float64 results of the same shape (ref must not be all zeros).
+inline double rel_l2(const std::vector<double>& a, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num += (a[i] - ref[i]) * (a[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den > 0.0 ? std::sqrt(num / den) : INFINITY;
 }
 
 }  // namespace moekit::test

@@ -11,7 +11,7 @@ namespace moekit::detail {
 struct MoeCombineBias {
   const float* b2 = nullptr;
   const int32_t* ids = nullptr;
-  int local_offset = 0, local_count = 0;
+  int local_offset = 0;  ///< the layer's first local expert (ids − local_offset index b2)
 };
 
 /// moekit::moe_combine, each kept slot adding topk_weights · (d row + b2[id − local_offset]).

@@ -255,7 +255,7 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
     moe_stage_mark("gemm2_rows", stream);
     if (!moe_diag_skip("combine"))
       moe_combine_with_bias(p.d2, h, sort.expanded_to_permuted, weights, t, k, h, r.y, h, stream,
-                            MoeCombineBias{r.b2, ids, c.local_offset, c.local_count});
+                            MoeCombineBias{r.b2, ids, c.local_offset});
     moe_stage_mark("combine", stream);
     return;
   }

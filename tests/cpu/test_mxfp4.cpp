@@ -248,12 +248,20 @@ bool expands_to(const std::vector<uint8_t>& codes, int64_t k, int64_t r, int64_t
   return true;
 }
 
+// Random codes [rows, k/2] and scale bytes [rows, k/32] in [lo, lo + span).
+void random_mxfp4(int64_t rows, int64_t k, unsigned seed, unsigned lo, unsigned span, std::vector<uint8_t>& codes,
+                  std::vector<uint8_t>& scales) {
+  std::mt19937 rng(seed);
+  codes.resize(size_t(rows * k / 2));
+  scales.resize(size_t(rows * k / 32));
+  for (uint8_t& c : codes) c = uint8_t(rng());
+  for (uint8_t& s : scales) s = uint8_t(lo + rng() % span);
+}
+
 TEST(Mxfp4Expand, ReproducesTheFp8Form) {
   const int64_t rows = 256, k = 384;
-  std::mt19937 rng(17);
-  std::vector<uint8_t> codes(size_t(rows * k / 2)), scales(size_t(rows * k / 32));
-  for (uint8_t& c : codes) c = uint8_t(rng());
-  for (uint8_t& s : scales) s = uint8_t(100 + rng() % 40);
+  std::vector<uint8_t> codes, scales;
+  random_mxfp4(rows, k, 17, 100, 40, codes, scales);
   std::vector<uint8_t> q(size_t(rows * k));
   std::vector<float> sb(size_t(2 * 3));
   moekit::mxfp4_to_fp8(codes.data(), k / 2, scales.data(), k / 32, rows, k, q.data(), k, sb.data());
@@ -270,10 +278,8 @@ TEST(Mxfp4Expand, ReproducesTheFp8Form) {
 // The loader's scales: expanding with mxfp4_shifts' shifts reproduces the FP8 form bit for bit.
 TEST(Mxfp4Expand, ShiftsFeedTheExpansion) {
   const int64_t rows = 200, k = 2880;
-  std::mt19937 rng(23);
-  std::vector<uint8_t> codes(size_t(rows * k / 2)), scales(size_t(rows * k / 32));
-  for (uint8_t& c : codes) c = uint8_t(rng());
-  for (uint8_t& s : scales) s = uint8_t(90 + rng() % 45);
+  std::vector<uint8_t> codes, scales;
+  random_mxfp4(rows, k, 23, 90, 45, codes, scales);
   scales[77] = 255;  // a NaN scale: its block's sb is NaN, its shift stays in range
   std::vector<uint8_t> q(size_t(rows * k));
   const size_t nsb = size_t(moekit::ceil_div(rows, 128) * moekit::ceil_div(k, 128));
