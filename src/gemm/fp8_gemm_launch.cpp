@@ -41,6 +41,10 @@ const Fp8GemmKernelInfo& fp8_gemm_kernel_info(Fp8GemmKernel kernel) {
        false, true, true},
       {"moe_gemm2_scatter_mxfp4", "kernels/sm90/moe_gemm.cuh", "MoeGemm2Params", sizeof(sm90::MoeGemm2Params),
        false, false, false, true},
+      {"moe_gemm1_swiglu_mxfp4_decode", "kernels/sm90/moe_gemm.cuh", "MoeGemm1Params", sizeof(sm90::MoeGemm1Params),
+       false, false, true, true, true},
+      {"moe_gemm2_scatter_mxfp4_decode", "kernels/sm90/moe_gemm.cuh", "MoeGemm2Params", sizeof(sm90::MoeGemm2Params),
+       false, false, false, true, true},
   };
   static_assert(sizeof(table) / sizeof(table[0]) == size_t(Fp8GemmKernel::kCount));
   const auto i = static_cast<size_t>(kernel);
@@ -119,6 +123,10 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, Fp8GemmKernel kernel, st
                  ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), " with ", family.mx_stages,
                  " MXFP4 raw slots does not fit ", body,
                  " (MXFP4 bodies need 1..16 raw slots, no multicast, BLOCK_N a multiple of 32; the others none)");
+  MOEKIT_REQUIRE(info.mx_decode == family.mx_decode &&
+                     (!info.mx_decode || sm90::gemm_mx_decode_supported(c.block_m, c.block_n)),
+                 ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), " does not fit ", body,
+                 " (the MXFP4 decode bodies run 8, 16 or 32 tokens x 128 or 256 weight rows; the others none)");
   const std::string mx = info.mx ? concat(", ", family.mx_stages) : std::string();
   // The bf16 bodies' last template argument (kDirectStore); the dense body's split-K count precedes it.
   const bool split_arg = info.split_k && (split || direct);
@@ -127,7 +135,7 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, Fp8GemmKernel kernel, st
                   info.mx ? concat("x", family.mx_stages) : std::string(), finer ? concat("p", family.promote_k) : std::string(), split ? concat("k", c.split_k) : std::string(),
                   direct ? "r" : "", defines.second);
   return concat(defines.first, "#include \"", info.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
-                sm90::gemm_num_threads(c.block_m, family.wg_n, family.mx_stages > 0), ", 1)\n", *entry,
+                fp8_gemm_threads(c, family), ", 1)\n", *entry,
                 "(const __grid_constant__ moekit::ptx::TmaDescriptor tma_a,\n"
                 " const __grid_constant__ moekit::ptx::TmaDescriptor tma_b,\n"
                 " const __grid_constant__ moekit::ptx::TmaDescriptor tma_sfa,\n"
@@ -139,7 +147,15 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, Fp8GemmKernel kernel, st
                 ">(tma_a, tma_b, tma_sfa, tma_d, params);\n}\n");
 }
 
+int fp8_gemm_threads(const GemmConfig& c, const Fp8GemmFamily& family) {
+  return family.mx_decode ? sm90::kMxDecodeThreads
+                          : sm90::gemm_num_threads(c.block_m, family.wg_n, family.mx_stages > 0);
+}
+
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family) {
+  if (family.mx_decode)
+    return sm90::gemm_mx_decode_smem_bytes(family.epilogue_smem == ~0u ? 0u : family.epilogue_smem, c.block_m,
+                                           c.block_n, family.sb_rows, c.stages, family.mx_stages);
   const unsigned staging = family.epilogue_smem == ~0u
                               ? sm90::gemm_bf16_staging_bytes(c.block_m, c.block_n, c.direct_store)
                               : family.epilogue_smem;
@@ -293,7 +309,7 @@ void launch_fp8_gemm_with(const GemmConfig& c, Fp8GemmKernel kernel, const Fp8Ge
   std::memset(&cfg, 0, sizeof cfg);
   cfg.gridDimX = static_cast<unsigned>(c.num_sms);
   cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = static_cast<unsigned>(sm90::gemm_num_threads(c.block_m, family.wg_n, family.mx_stages > 0));
+  cfg.blockDimX = static_cast<unsigned>(fp8_gemm_threads(c, family));
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = smem;
   cfg.hStream = reinterpret_cast<CUstream>(stream);

@@ -45,6 +45,9 @@ enum class Fp8GemmKernel {
   kContiguousMxfp4,      ///< fp8_gemm_contiguous_mxfp4 (kernels/sm90/grouped_gemm.cuh)
   kMoeGemm1SwigluMxfp4,  ///< moe_gemm1_swiglu_mxfp4 (kernels/sm90/moe_gemm.cuh)
   kMoeGemm2ScatterMxfp4, ///< moe_gemm2_scatter_mxfp4 (kernels/sm90/moe_gemm.cuh)
+  // MXFP4 weights as the MMA's A operand (Fp8GemmFamily::mx_decode; kernels/sm90/mxfp4_decode_gemm.cuh):
+  kMoeGemm1SwigluMxfp4Decode,  ///< moe_gemm1_swiglu_mxfp4_decode (kernels/sm90/moe_gemm.cuh)
+  kMoeGemm2ScatterMxfp4Decode, ///< moe_gemm2_scatter_mxfp4_decode (kernels/sm90/moe_gemm.cuh)
   kCount
 };
 
@@ -58,6 +61,7 @@ struct Fp8GemmKernelInfo {
   bool direct_store;    ///< a bf16 body taking kDirectStore last: GemmConfig::direct_store
   bool promote_k;       ///< takes kPromoteK fifth (sixth with mx): Fp8GemmFamily::promote_k other than 128
   bool mx;              ///< MXFP4 B: takes kMxStages fifth (Fp8GemmFamily::mx_stages)
+  bool mx_decode = false;  ///< the MXFP4 decode family (Fp8GemmFamily::mx_decode)
 };
 const Fp8GemmKernelInfo& fp8_gemm_kernel_info(Fp8GemmKernel kernel);
 
@@ -87,6 +91,10 @@ struct Fp8GemmFamily {
   /// MXFP4 B (the *Mxfp4 kernels, and only those): raw slots (Fp8GemmTraits::kMxStages). B is then
   /// the prepared sub-chunk tensor (fp8_gemm_layout.cuh kMxfp4Sub*), b_rows a multiple of 32.
   int mx_stages = 0;
+  /// The MXFP4 decode bodies (*Mxfp4Decode, and only those): GemmConfig::block_m is the tokens per
+  /// tile (8, 16 or 32: the MMA's N), block_n the weight rows per tile (128 or 256), stages the A
+  /// stages; kMxDecodeThreads threads, shared memory gemm_mx_decode_smem_bytes.
+  bool mx_decode = false;
 };
 
 /// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S, C>.
@@ -143,5 +151,7 @@ void grouped_gemm_fp8_contiguous_counted(const GroupedGemmFp8Args& a, int64_t ro
 
 /// Dynamic shared memory of configuration `c` in `family`.
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family);
+/// Threads per CTA of configuration `c` in `family`.
+int fp8_gemm_threads(const GemmConfig& c, const Fp8GemmFamily& family);
 
 }  // namespace moekit::detail

@@ -33,6 +33,12 @@ MoeGemmKernel moe_gemm1_kernel(const MoeGemm1Plan& plan, bool gather) {
   family.mx_stages = plan.mx_stages;  // MXFP4 W1 (moe_prepare_w1_mxfp4's sub-chunks)
   MOEKIT_REQUIRE(!(gather && family.mx_stages), ErrorCode::kInvalidArgument,
                  "moe_gemm1_swiglu: MXFP4 W1 runs on the permuted activations, not the gather variant");
+  if (plan.mx_decode) {  // tokens x 256 prepared rows, A boxes of the tile's tokens
+    k.kernel = Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode;
+    family.mx_decode = true;
+    family.epilogue_smem = sm90::gemm_mx_decode_swiglu_smem(plan.config.block_m);
+    family.a_box_rows = 0;
+  }
   return k;
 }
 
@@ -45,9 +51,12 @@ MoeGemmKernel moe_gemm2_kernel(const MoeGemm2Plan& plan) {
     family.b_evict_first = false;
     return k;
   }
-  k.kernel = plan.mx_stages ? Fp8GemmKernel::kMoeGemm2ScatterMxfp4 : Fp8GemmKernel::kMoeGemm2Scatter;
+  k.kernel = plan.mx_decode   ? Fp8GemmKernel::kMoeGemm2ScatterMxfp4Decode
+             : plan.mx_stages ? Fp8GemmKernel::kMoeGemm2ScatterMxfp4
+                              : Fp8GemmKernel::kMoeGemm2Scatter;
+  family.mx_decode = plan.mx_decode;
   family.epilogue_smem = 0;
-  family.a_box_rows = plan.a_box_rows;
+  family.a_box_rows = plan.mx_decode ? 0 : plan.a_box_rows;
   family.pdl_early = true;  // as GEMM1: the offsets come from moe_sort, three launches back
   return k;
 }
@@ -70,8 +79,8 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   const MoeGemmKernel k = moe_gemm1_kernel(a.plan, gather);
   const GemmConfig& c = k.config;
   const CUtensorMap tma_h = make_tma_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.hq, static_cast<uint64_t>(a.inter),
-                                        static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 128, 64,
-                                        CU_TENSOR_MAP_SWIZZLE_128B);
+                                        static_cast<uint64_t>(a.rows), static_cast<uint64_t>(a.inter), 128,
+                                        a.plan.mx_decode ? a.plan.config.block_m : 64, CU_TENSOR_MAP_SWIZZLE_128B);
   Fp8GemmFamily family = k.family;
   family.tma_d = &tma_h;
   sm90::MoeGemm1Params p{};

@@ -4,7 +4,8 @@
 //     scale byte (NaN if any byte is 255): the FP8 weights' scale layout, so the promotion and the
 //     epilogues are the FP8 layer's;
 //   * per 32 rows and K block, a sub-chunk: the rows' 64 code bytes as loader words
-//     (mxfp4_loader_word) and their four shift indices (mxfp4_shift(s, m) − kMxfp4ZeroShift).
+//     (mxfp4_loader_word of mxfp4_fragment_word: block s's four words in the row's 16-byte unit
+//     mxfp4_row_unit(row, s)) and their four table offsets (mxfp4_table_offset(mxfp4_shift(s, m))).
 // Sub-chunk order: W1 in the prepared W1's rows (moe_w1_layout.h), K-block tiled by kW1ChunkRows
 // (a 256-row tile's K block is one contiguous run); W2 by 32-row group, then K block. K is padded
 // to whole K blocks with zero codes. The expansion of these bytes equals moekit::mxfp4_to_fp8 bit
@@ -84,22 +85,21 @@ __global__ void mxfp4_sub_chunks_kernel(const uint8_t* codes, const uint8_t* sca
                    (within / kMxfp4SubRows) * kMxfp4SubBytes;
     const int64_t rr = within % kMxfp4SubRows;
     uint32_t words[16] = {};
-    uint32_t idx = 0;  // four indices, one byte each; 0 (shift −13) expands to zeros
+    uint32_t idx = 0;  // four table offsets, one byte each; 0 (shift −13) expands to zeros
     if (src >= 0) {
       const int64_t stored = stored_row(src, interleaved_inter);
       const uint8_t* row = codes + (e * src_rows + stored) * (k / 2);
       const int64_t bytes = min(int64_t(64), k / 2 - kb * 64);  // K is a multiple of 32: whole 16-byte units
-      for (int64_t u = 0; u < bytes / 16; ++u) {
-        const uint4 v = *reinterpret_cast<const uint4*>(row + kb * 64 + 16 * u);
-        words[4 * u + 0] = sm90::mxfp4_loader_word(v.x);
-        words[4 * u + 1] = sm90::mxfp4_loader_word(v.y);
-        words[4 * u + 2] = sm90::mxfp4_loader_word(v.z);
-        words[4 * u + 3] = sm90::mxfp4_loader_word(v.w);
+      for (int64_t s = 0; s < bytes / 16; ++s) {  // 32-block s into its (swizzled) 16-byte unit
+        const uint4 b = *reinterpret_cast<const uint4*>(row + kb * 64 + 16 * s);
+        const unsigned v[4] = {b.x, b.y, b.z, b.w};
+        const unsigned u = sm90::mxfp4_row_unit(unsigned(rr), unsigned(s));
+        for (unsigned q = 0; q < 4; ++q) words[4 * u + q] = sm90::mxfp4_loader_word(sm90::mxfp4_fragment_word(v, q));
       }
       const unsigned m = block_max_byte(sb[(e * nb + src / kQuantBlock) * kbs + kb]);
       const uint8_t* srow = scales + (e * src_rows + stored) * per_row;
       for (int64_t q = 0; q < 4 && kb * 4 + q < per_row; ++q)
-        idx |= uint32_t(sm90::mxfp4_shift(srow[kb * 4 + q], m) - kMxfp4ZeroShift) << (8 * q);
+        idx |= uint32_t(sm90::mxfp4_table_offset(sm90::mxfp4_shift(srow[kb * 4 + q], m))) << (8 * q);
     }
     uint4* dst = reinterpret_cast<uint4*>(sub + rr * 64);
     for (int u = 0; u < 4; ++u) dst[u] = make_uint4(words[4 * u], words[4 * u + 1], words[4 * u + 2], words[4 * u + 3]);

@@ -95,19 +95,90 @@ struct OffsetCarver {
   }
 };
 
+// The MXFP4 decode GEMMs (kernels/sm90/mxfp4_decode_gemm.cuh) while an expert's tokens fit one
+// or two of their tiles: tokens per tile from the expected rows (room for the busiest experts:
+// the MMA's N costs little, a second tile re-reads the expert's weights); GEMM1 on 256 prepared
+// rows (the 1x128 block of h); GEMM2 on 256 rows where that still gives every SM a tile, else
+// 128 (measured, H100, GEMM2 us 128 → 256 rows: deepseek-v3 T = 1 47.6 → 42.0 (224 tiles),
+// T = 64 867 → 728; gpt-oss-120b T = 1 23.3 → 31.3 (48 tiles)); one ring of as many raw slots
+// with their A stages as fit.
+constexpr int64_t kMxDecodeMaxRowsPerExpert = 16;
+
+int mx_decode_tokens(int64_t rows_per_active) {
+  return rows_per_active <= 2 ? 8 : rows_per_active <= 5 ? 16 : 32;  // (tiles divide the 128-row segments)
+}
+
+// Ring slots (a raw slot and an A stage each) of a decode configuration in the device's shared
+// memory, at most `most` (0: none fit).
+int mx_decode_ring_slots(const GemmConfig& c, unsigned epilogue_smem, int sb_rows, int most,
+                         const GemmDeviceLimits& limits) {
+  for (int n = std::min(most, 16); n >= 2; --n)
+    if (sm90::gemm_mx_decode_smem_bytes(epilogue_smem, c.block_m, c.block_n, sb_rows, n, n) <= limits.smem_bytes)
+      return n;
+  return 0;
+}
+
+// One decode GEMM's configuration, or nothing when no ring fits. `forced`: a tuning knob's
+// configuration (MOEKIT_MOE_GEMM1_CONFIG / MOEKIT_MOE_GEMM2_CONFIG) with BLOCK_M < 64 whose
+// tokens, rows and stages (the ring's most slots) replace the plan's.
+bool mx_decode_config(int tokens, int rows, unsigned epilogue_smem, int sb_rows, const std::string& forced,
+                      const GemmDeviceLimits& limits, GemmConfig& c, int& slots) {
+  c = GemmConfig{};
+  c.block_m = tokens;
+  c.block_n = rows;
+  c.multicast = 1;
+  c.raster_group = 8;
+  c.num_sms = limits.num_sms;
+  int most = 16;
+  if (!forced.empty()) {
+    const GemmConfig f = GemmConfig::parse(forced);
+    if (sm90::gemm_mx_decode_supported(f.block_m, f.block_n) && f.stages >= 2) {
+      c.block_m = f.block_m;
+      c.block_n = f.block_n;
+      most = f.stages;
+    }
+  }
+  slots = mx_decode_ring_slots(c, epilogue_smem ? sm90::gemm_mx_decode_swiglu_smem(c.block_m) : 0u, sb_rows, most,
+                               limits);
+  c.stages = slots;
+  return slots > 0;
+}
+
+void plan_mx_decode(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& knobs) {
+  const int tokens = mx_decode_tokens(p.load.rows_per_active);
+  GemmConfig c;
+  int slots = 0;
+  if (mx_decode_config(tokens, 256, 1, 64, knobs.moe_gemm1_config, limits, c, slots) && c.block_n == 256) {
+    p.gemm1.config = c;
+    p.gemm1.mx_stages = slots;
+    p.gemm1.mx_decode = true;
+    p.gemm1.dynamic = dynamic_pays(false, p.load, moe_prepared_w1_rows(p.layer.inter), c);
+    p.gemm1.one_pass = false;
+  }
+  if (p.gemm2.rows_then_combine) return;
+  const int rows2 = p.load.active * ceil_div(p.layer.hidden, int64_t(256)) >= limits.num_sms ? 256 : 128;
+  if (mx_decode_config(tokens, rows2, 0, 128, knobs.moe_gemm2_config, limits, c, slots)) {
+    p.gemm2.config = c;
+    p.gemm2.mx_stages = slots;
+    p.gemm2.mx_decode = true;
+    p.gemm2.dynamic = dynamic_pays(false, p.load, p.layer.hidden, c);
+  }
+}
+
 // MXFP4 weights (kernels/sm90/mxfp4_loader.cuh): the FP8 plan's tiles as single CTAs with widths
 // in whole 32-row sub-chunks; two expanded stages while the GEMMs stream weights (the raw slots
 // keep the DRAM reads in flight: raw bytes are a quarter of an expanded stage's B), three beyond.
 // GEMM1's automatic chains are 64 long at decode sizes too: a K block streams in half the FP8
 // time, and 32-long chains measured slower (deepseek-v3 GEMM1, H100: T = 64 1555 → 1433 µs,
 // T = 1 72.4 → 66.2 µs; 128: 1589 and 68.9 µs; docs/performance.md §MXFP4 weights).
-void plan_mxfp4_gemms(MoePlan& p, const GemmDeviceLimits& limits) {
+void plan_mxfp4_gemms(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& knobs) {
   const int stages = p.load.rows_per_active <= 64 ? 2 : 3;
   if (p.layer.gemm1_promote_k == 0) p.gemm1.promote_k = 64;
   p.gemm1.mx_stages = fit_mxfp4_stages(p.gemm1.config, sm90::kSwigluEpilogueSmem, stages, limits);
   p.gemm1.pair_tail_split = false;
   p.gemm2.mx_stages =
       fit_mxfp4_stages(p.gemm2.config, p.gemm2.rows_then_combine ? ~0u : 0u, stages, limits);
+  if (knobs.mxfp4_decode && p.load.rows_per_active <= kMxDecodeMaxRowsPerExpert) plan_mx_decode(p, limits, knobs);
 }
 
 }  // namespace
@@ -178,7 +249,8 @@ MoeGemm2Plan plan_moe_gemm2_scatter(int64_t rows, int64_t hidden, int64_t inter,
                                     const GemmDeviceLimits& limits, const MoeGemmRequest& r) {
   MoeGemm2Plan p;
   p.config = select_moe_gemm2_config(e.rows_per_active, e.active, rows, hidden, inter, limits);
-  if (!r.config.empty()) p.config = GemmConfig::parse(r.config);
+  // (A configuration of fewer than 64 rows names the MXFP4 decode GEMM's tiles: plan_mx_decode.)
+  if (!r.config.empty() && GemmConfig::parse(r.config).block_m >= 64) p.config = GemmConfig::parse(r.config);
   // Pairs sharing A, forced through MOEKIT_MOE_GEMM2_CONFIG, are scheduled statically: the layer
   // never picks them, so their dynamic form is left unmeasured.
   p.dynamic = p.config.multicast == 1 && dynamic_pays(r.force_dynamic, e, hidden, p.config);
@@ -235,7 +307,7 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
     g2.config = knobs.moe_gemm2_config;
     p.gemm2 = plan_moe_gemm2_scatter(p.rows, layer.hidden, layer.inter, p.load, limits, g2);
   }
-  if (mx) plan_mxfp4_gemms(p, limits);
+  if (mx) plan_mxfp4_gemms(p, limits, knobs);
   p.workspace = moe_workspace_plan(t, k, layer.hidden, layer.inter, local, sort_scratch_bytes);
   return p;
 }

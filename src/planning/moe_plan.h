@@ -50,6 +50,9 @@ struct MoeGemm1Plan {
   int a_box_rows = 0;            ///< 8: load only a tile's valid rows (decode-sized groups); 0: BLOCK_M
   bool pdl_early = true;         ///< find the first tile before the PDL wait (layout >= two launches old)
   int mx_stages = 0;             ///< MXFP4 W1: raw slots (Fp8GemmFamily::mx_stages); 0 = FP8
+  /// MXFP4 W1 on decode-sized groups: the decode GEMM (Fp8GemmFamily::mx_decode; config.block_m =
+  /// tokens per tile, stages = A stages).
+  bool mx_decode = false;
 };
 
 /// GEMM2: either the scatter-add GEMM (moe_gemm2_scatter, FP32 atomics into y_acc, then finalize)
@@ -60,6 +63,7 @@ struct MoeGemm2Plan {
   bool dynamic = false;  ///< take tiles from the tile counter
   int a_box_rows = 0;    ///< scatter-add GEMM only, as MoeGemm1Plan::a_box_rows
   int mx_stages = 0;     ///< MXFP4 W2: raw slots (Fp8GemmFamily::mx_stages); 0 = FP8
+  bool mx_decode = false;  ///< scatter-add GEMM on MXFP4 W2: the decode GEMM (as MoeGemm1Plan::mx_decode)
 };
 
 /// Byte offsets of the forward's workspace regions (fused layout), 256-byte aligned, in carve order.

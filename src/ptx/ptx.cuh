@@ -337,6 +337,9 @@ __device__ __forceinline__ void wgmma_wait() {
 
 /// Pins a register so the compiler neither reads it early nor moves writes across wgmma control.
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+/// The same for a wgmma's register A fragment: placed after the wait, it keeps the registers
+/// allocated (and unchanged) until the MMAs that read them are done.
+__device__ __forceinline__ void fence_operand(u32& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 /// Descriptor of a K-major operand tile in shared memory with 128-byte swizzling: rows of 128
 /// bytes (128 FP8 values of K), 8-row core groups 1024 bytes apart. The tile must start on a
@@ -433,6 +436,11 @@ __device__ __forceinline__ float ld_shared_f32(u32 addr) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
   return v;
+}
+
+/// 1-byte shared-memory store.
+__device__ __forceinline__ void st_shared_u8(u32 addr, u32 v) {
+  asm volatile("st.shared.u8 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
 /// 2-byte shared-memory store.

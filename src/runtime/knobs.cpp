@@ -38,6 +38,7 @@ Knobs parse_knobs(const std::function<const char*(const char*)>& env, bool diagn
   k.grouped_config = str(env("MOEKIT_GROUPED_CONFIG"));
   k.moe_gemm1_config = str(env("MOEKIT_MOE_GEMM1_CONFIG"));
   k.moe_gemm2_config = str(env("MOEKIT_MOE_GEMM2_CONFIG"));
+  if (const char* v = env("MOEKIT_MXFP4_DECODE"); v && *v) k.mxfp4_decode = on(v);
 
   struct Diag {
     const char* name;

@@ -29,8 +29,12 @@ struct Knobs {
   /// Tile configurations (GemmConfig strings, "m128n128s5g8x132c1") that replace the heuristic's pick;
   /// empty: the heuristic's. MOEKIT_GROUPED_CONFIG reaches every grouped GEMM launch (the MoE layer's
   /// rows GEMM2 at large T included), MOEKIT_MOE_GEMM1_CONFIG / MOEKIT_MOE_GEMM2_CONFIG the layer's
-  /// fused GEMM1 / scatter-add GEMM2.
+  /// fused GEMM1 / scatter-add GEMM2; those two with BLOCK_M < 64 ("m8n256s8g8x132c1": tokens x
+  /// weight rows, A stages) reach only the MXFP4 decode GEMMs where the plan runs them.
   std::string grouped_config, moe_gemm1_config, moe_gemm2_config;
+  /// MOEKIT_MXFP4_DECODE=0: MXFP4 layers run the expansion GEMMs at every T, never the decode GEMMs
+  /// (kernels/sm90/mxfp4_decode_gemm.cuh), for A/B runs; the plan's choice otherwise.
+  bool mxfp4_decode = true;
 
   // --- diagnostics (only with kDiagnosticsBuild; empty otherwise) ---
   /// MOEKIT_DIAG_SKIP: comma-separated MoE stages the forward does not launch (wrong results).

@@ -10,7 +10,6 @@
 
 #include <stdexcept>
 #include <string>
-#include <tuple>
 
 #include "moe/moe_stage_trace.h"
 #include "kernels/sm90/fp8_gemm_layout.cuh"
@@ -511,66 +510,6 @@ TEST(MoePlan, DescriptionNamesEveryChoice) {
                           "tail_split",
                           "gemm2", "workspace", "m64n256s5g8x132c2", "m128n192s4g8x132c1"})
     EXPECT_NE(text.find(key), std::string::npos) << key << " missing in:\n" << text;
-}
-
-}  // namespace
-
-namespace {
-
-// MXFP4 weights (MoeConfig::weight_format): GEMM1 on the permuted copy (the gather's warps expand
-// the weights), single CTAs, widths in whole 32-row sub-chunks, two expanded stages at decode and
-// three beyond, and raw slots filling the rest of shared memory; FP8 plans are unchanged.
-TEST(MoePlan, Mxfp4WeightsPlanSingleCtasWithRawSlots) {
-  for (const char* name : {"deepseek-v3", "gpt-oss-120b", "mixtral-8x7b"}) {
-    MoeConfig m = layer_config(case_named(name));
-    m.weight_format = moekit::MoeWeightFormat::kMxfp4;
-    for (int64_t t : {1, 64, 1024, 4096, 16384}) {
-      SCOPED_TRACE(::testing::Message() << name << " T=" << t);
-      const MoePlan p = plan_moe_forward(m, t, false, GemmDeviceLimits{}, 0, Knobs{});
-      const MoePlan f8 = plan_moe_forward(layer_config(case_named(name)), t, false, GemmDeviceLimits{}, 0, Knobs{});
-      EXPECT_FALSE(p.gather);
-      EXPECT_FALSE(p.quantize_in_sort);
-      EXPECT_EQ(f8.gemm1.mx_stages, 0);
-      EXPECT_EQ(f8.gemm2.mx_stages, 0);
-      const int stages = p.load.rows_per_active <= 64 ? 2 : 3;
-      EXPECT_EQ(p.gemm1.config.block_m, 64);
-      EXPECT_EQ(p.gemm1.config.block_n, 256);
-      EXPECT_EQ(p.gemm2.config.block_m, f8.gemm2.config.block_m);
-      for (const auto& [c, mx, epi] :
-           {std::tuple{p.gemm1.config, p.gemm1.mx_stages, moekit::sm90::kSwigluEpilogueSmem},
-            std::tuple{p.gemm2.config, p.gemm2.mx_stages,
-                       p.gemm2.rows_then_combine
-                           ? moekit::sm90::gemm_bf16_staging_bytes(p.gemm2.config.block_m, p.gemm2.config.block_n,
-                                                                   p.gemm2.config.direct_store)
-                           : 0u}}) {
-        EXPECT_EQ(c.multicast, 1);
-        EXPECT_EQ(c.block_n % 32, 0);
-        EXPECT_LE(c.stages, stages);
-        if (c.stages < stages)  // fewer only where the preferred count leaves no room for two raw slots
-          EXPECT_GT(moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, stages, 1, 2),
-                    GemmDeviceLimits{}.smem_bytes);
-        EXPECT_GE(mx, 2);
-        EXPECT_LE(mx, 16);
-        const unsigned smem = moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, c.stages, 1, mx);
-        EXPECT_LE(smem, GemmDeviceLimits{}.smem_bytes);
-        if (mx < 16)
-          EXPECT_GT(moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, c.stages, 1, mx + 1),
-                    GemmDeviceLimits{}.smem_bytes)
-              << "as many raw slots as fit";
-      }
-    }
-  }
-  moekit::GemmConfig c{64, 144, 5, 8, 132, 2};
-  EXPECT_GE(moekit::detail::fit_mxfp4_stages(c, 0, 3, GemmDeviceLimits{}), 2);
-  EXPECT_EQ(c.str(), "m64n160s3g8x132c1");
-  const std::string text = moekit::detail::describe_moe_plan(
-      plan_moe_forward([] {
-        MoeConfig m = layer_config(case_named("deepseek-v3"));
-        m.weight_format = moekit::MoeWeightFormat::kMxfp4;
-        return m;
-      }(), 1, false, GemmDeviceLimits{}, 0, Knobs{}));
-  EXPECT_NE(text.find("mxfp4 raw slots"), std::string::npos) << text;
-  EXPECT_NE(text.find("MXFP4"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -230,6 +230,39 @@ TEST(Mxfp4Expand, EightCodesKeepTheirStorageOrder) {
   }
 }
 
+// The prepared rows' word order: word q of a 32-block expands to the block's columns 4q … 4q + 3
+// (low word) and 16 + 4q … (high word), a tensor-core A fragment's two registers of one row; and
+// the row units' swizzle puts the words of eight consecutive rows (one per row, a warp's fragment
+// load for one k32 step and quad position q) in 32 different banks while keeping units whole.
+TEST(Mxfp4Expand, FragmentWordsHoldTheMmaFragmentColumns) {
+  std::mt19937 rng(17);
+  for (int i = 0; i < 500; ++i) {
+    const unsigned v[4] = {unsigned(rng()), unsigned(rng()), unsigned(rng()), unsigned(rng())};
+    const int shift = int(rng() % 20) - 13;
+    const moekit::sm90::Mxfp4Table t = moekit::sm90::mxfp4_table(shift);
+    for (unsigned q = 0; q < 4; ++q) {
+      unsigned lo = 0, hi = 0;
+      moekit::sm90::mxfp4_expand8(moekit::sm90::mxfp4_loader_word(moekit::sm90::mxfp4_fragment_word(v, q)), t, lo, hi);
+      for (unsigned j = 0; j < 8; ++j) {
+        const unsigned col = (j < 4 ? 4 * q : 16 + 4 * q) + j % 4;  // element of the block
+        const uint8_t code = uint8_t((v[col / 8] >> (4 * (col % 8))) & 15u);
+        const unsigned got = ((j < 4 ? lo : hi) >> (8 * (j % 4))) & 0xFFu;
+        ASSERT_EQ(got, moekit::e4m3_from_float(std::ldexp(moekit::e2m1_to_float(code), shift))) << q << " " << j;
+      }
+    }
+  }
+  for (unsigned r0 = 0; r0 < 32; r0 += 8)
+    for (unsigned s = 0; s < 4; ++s) {
+      unsigned banks = 0;
+      for (unsigned r = r0; r < r0 + 8; ++r)
+        for (unsigned q = 0; q < 4; ++q) banks |= 1u << ((r * 64 + moekit::sm90::mxfp4_row_unit(r, s) * 16 + 4 * q) / 4 % 32);
+      EXPECT_EQ(banks, 0xFFFFFFFFu) << r0 << " " << s;
+      unsigned units = 0;
+      for (unsigned b = 0; b < 4; ++b) units |= 1u << moekit::sm90::mxfp4_row_unit(r0 + 3, b);
+      EXPECT_EQ(units, 0xFu) << "a permutation of the row's units";
+    }
+}
+
 // Expanding a matrix 32-block by 32-block with mxfp4_shift reproduces the host's FP8 form bit for
 // bit, also for scales far beyond the exact window.
 // Expands 32-block b of row r (codes [rows, k/2]) with `shift`, four words of eight codes at a

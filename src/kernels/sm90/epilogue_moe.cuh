@@ -28,18 +28,9 @@
 
 namespace moekit::sm90 {
 
-template <class T>
-struct SwigluFp8Epilogue {
-  static_assert(T::kBlockM == 64 && T::kWgN == 2 && T::kWgCols == 128, "GEMM1 tile: 64 x (2 x 128)");
-  static constexpr u32 kSmemBytes = kSwigluEpilogueSmem;
-  static constexpr u32 kMathThreads = T::kMathThreads;
-  static constexpr u32 kXchOffset = 64u * 128u;  // row maxima [2][64] floats after the tile
-
-  /// Byte offset of FP8 column c (0..127) of row r in the 128-byte swizzled staging tile.
-  __device__ __forceinline__ static u32 staging_offset(u32 r, u32 c) {
-    return r * 128u + ((((c >> 4) ^ (r & 7u)) << 4) | (c & 15u));
-  }
-
+/// The GEMM1 epilogues' element math (this one and epilogue_mx_decode.cuh's): the activation
+/// with its clamp, and the division of the FP8 requantization.
+struct SwigluMath {
   // Branch-free division (the IEEE __fdiv_rn carries a slow-path branch per call, which serializes
   // the 96 divisions of a thread into dependent chains: measured 12 µs per tile). With r = RN(1/y),
   // q0 = RN(x r), e = x - y q0 (exact by FMA) and q0 + e r rounded once is the correctly rounded
@@ -76,6 +67,19 @@ struct SwigluFp8Epilogue {
     const float e = ptx::ex2_approx_ftz(fminf(-alpha * g, 80.0f) * 1.44269504088896341f);
     return __fmul_rn(g, ptx::rcp_approx_ftz(1.0f + e)) * (u + 1.0f);
   }
+
+  /// Byte offset of FP8 column c (0..127) of row r in the 128-byte swizzled staging tile.
+  __device__ __forceinline__ static u32 staging_offset(u32 r, u32 c) {
+    return r * 128u + ((((c >> 4) ^ (r & 7u)) << 4) | (c & 15u));
+  }
+};
+
+template <class T>
+struct SwigluFp8Epilogue : SwigluMath {
+  static_assert(T::kBlockM == 64 && T::kWgN == 2 && T::kWgCols == 128, "GEMM1 tile: 64 x (2 x 128)");
+  static constexpr u32 kSmemBytes = kSwigluEpilogueSmem;
+  static constexpr u32 kMathThreads = T::kMathThreads;
+  static constexpr u32 kXchOffset = 64u * 128u;  // row maxima [2][64] floats after the tile
 
   /// gpt-oss's biases: g and u of h column c (of the tile's 128, this warpgroup's 64 from
   /// `h_col0`) get b1[c] and b1[I + c] of the tile's expert.

@@ -148,15 +148,19 @@ constexpr unsigned gemm_staging_bytes(unsigned epilogue_bytes, int bm, int bn, i
 }
 /// MXFP4 B (docs/design.md §MXFP4 weights): the prepared weights hold, per 32 rows of B and K
 /// block, a sub-chunk of kMxfp4SubBytes: the rows' packed codes (32 x 64 bytes of loader words,
-/// mxfp4_expand.cuh) and then their shift indices (32 x 4 bytes, shift − kMxfp4ZeroShift). The
-/// kernel's TMA map reads them as rows of kMxfp4TmaRowBytes.
+/// mxfp4_expand.cuh) and then, per row and 32-block, the byte offset of its shift's expansion table
+/// (32 x 4 bytes: 8 (shift − kMxfp4ZeroShift), mxfp4_table_offset). The kernel's TMA map reads them
+/// as rows of kMxfp4TmaRowBytes.
 inline constexpr unsigned kMxfp4SubRows = 32;
 inline constexpr unsigned kMxfp4CodeBytes = kMxfp4SubRows * kGemmBlockK / 2;
 inline constexpr unsigned kMxfp4SubBytes = kMxfp4CodeBytes + kMxfp4SubRows * 4;
 inline constexpr unsigned kMxfp4TmaRowBytes = 64;
 inline constexpr unsigned kMxfp4SubTmaRows = kMxfp4SubBytes / kMxfp4TmaRowBytes;  // 34
-/// Expansion tables in shared memory: one 8-byte table per shift in [kMxfp4ZeroShift, 6].
+/// Expansion tables in shared memory: one 8-byte table per shift in [kMxfp4ZeroShift, 6], then zero
+/// tables up to kMxfp4TableSlots, so any offset byte masked to a multiple of 8 (& 0xF8) reads a
+/// table (a corrupt prepared byte expands to zeros or to a wrong shift, never past the tables).
 inline constexpr unsigned kMxfp4Tables = 20;
+inline constexpr unsigned kMxfp4TableSlots = 32;
 /// One raw slot: a B tile's sub-chunks for one K block.
 constexpr unsigned gemm_mx_raw_bytes(int bn) { return unsigned(bn) / kMxfp4SubRows * kMxfp4SubBytes; }
 
@@ -181,6 +185,28 @@ constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn,
                           gemm_mx_region_bytes(bn, mx_stages)
                     : gemm_smem_core_bytes(epilogue_bytes, bm, bn, stages, split_k));
 }
+/// The MXFP4 decode GEMMs (mxfp4_decode_gemm.cuh): tiles of `tok` tokens (A rows, the MMA's N) x
+/// `rows` weight rows; the core layout above with no B stages (A stages of `tok` rows), then the
+/// raw region of `rows`-row slots. Two math warpgroups and the producer warpgroup.
+inline constexpr int kMxDecodeThreads = 384;
+constexpr bool gemm_mx_decode_supported(int tok, int rows) {
+  return (tok == 8 || tok == 16 || tok == 32) && (rows == 128 || rows == 256);  // tiles divide 128-row segments
+}
+/// Per tile slot, the tile's B-scale rows (rows / sb_rows of them, sb_rows rows of B per scale),
+/// staged by the scheduler warp (TilePipe::push) after the tile pipe.
+constexpr unsigned gemm_mx_decode_sb_floats(int rows, int sb_rows) { return unsigned(rows / sb_rows) * kGemmMaxStagedKb; }
+constexpr unsigned gemm_mx_decode_core_bytes(unsigned epilogue_bytes, int tok, int rows, int sb_rows, int stages) {
+  return gemm_smem_core_bytes(epilogue_bytes, tok, 0, stages, 1) + kGemmTileSlots * gemm_mx_decode_sb_floats(rows, sb_rows) * 4u;
+}
+constexpr unsigned gemm_mx_decode_smem_bytes(unsigned epilogue_bytes, int tok, int rows, int sb_rows, int stages,
+                                             int raw) {
+  return 1024u + gemm_mx_region_offset(gemm_mx_decode_core_bytes(epilogue_bytes, tok, rows, sb_rows, stages)) +
+         gemm_mx_region_bytes(rows, raw);
+}
+/// The decode GEMM1 epilogue's staging: the FP8 h tile (tok rows of 128 bytes, 128-byte swizzled)
+/// and the eight math warps' token maxima.
+constexpr unsigned gemm_mx_decode_swiglu_smem(int tok) { return unsigned(tok) * 128u + 1024u; }
+
 /// Staging bytes of the bf16 epilogue: the D tile (Bf16TmaEpilogue), or none when the tile is
 /// stored straight from registers (Bf16DirectEpilogue, GemmConfig::direct_store).
 constexpr unsigned gemm_bf16_staging_bytes(int bm, int bn, bool direct_store) {

@@ -5,9 +5,14 @@
 //                         its 1x128 scales.
 //   moe_gemm2_scatter_* : A = h, B = W2, out = FP32 scatter-add of router-weighted rows into y.
 //   *_mxfp4             : the same with MXFP4 weights (kernels/sm90/mxfp4_loader.cuh).
+//   *_mxfp4_decode      : the same for decode-sized groups, weights as the MMA's A operand
+//                         (kernels/sm90/mxfp4_decode_gemm.cuh): kBlockM = tokens per tile,
+//                         kBlockN = weight rows per tile, kStages = A stages.
 #pragma once
 #include "kernels/sm90/epilogue_moe.cuh"
+#include "kernels/sm90/epilogue_mx_decode.cuh"
 #include "kernels/sm90/fp8_gemm_mainloop.cuh"
+#include "kernels/sm90/mxfp4_decode_gemm.cuh"
 
 namespace moekit::sm90 {
 
@@ -64,6 +69,32 @@ __device__ __forceinline__ void moe_gemm2_scatter_mxfp4(const ptx::TmaDescriptor
   using T = Fp8GemmTraits<kBlockM, kBlockN, kStages, kCluster, 1, 128, 128, 1, kMxStages>;
   fp8_gemm_mainloop<T, ContiguousScheduler<kBlockM, kBlockN, kCluster>, ScatterAddEpilogue<T>>(tma_a, tma_b, tma_sfa,
                                                                                                tma_d, p);
+}
+
+/// GEMM1 (+ SwiGLU + requant) on MXFP4 W1 for decode-sized groups: kBlockM tokens x 256 prepared rows.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages, int kPromoteK = 128>
+__device__ __forceinline__ void moe_gemm1_swiglu_mxfp4_decode(const ptx::TmaDescriptor& tma_a,
+                                                              const ptx::TmaDescriptor& tma_b,
+                                                              const ptx::TmaDescriptor& tma_sfa,
+                                                              const ptx::TmaDescriptor& tma_d,
+                                                              const MoeGemm1Params& p) {
+  static_assert(kBlockN == 256 && kCluster == 1, "GEMM1 decode tiles: 256 prepared W1 rows, single CTAs");
+  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, kPromoteK, 64>;
+  mx_decode_gemm<T, ContiguousScheduler<kBlockM, kBlockN, 1, MoeGemm1Params>, MxDecodeSwigluEpilogue<T>>(
+      tma_a, tma_b, tma_sfa, tma_d, p);
+}
+
+/// GEMM2 + scatter-add on MXFP4 W2 for decode-sized groups: kBlockM tokens x kBlockN rows of W2.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages>
+__device__ __forceinline__ void moe_gemm2_scatter_mxfp4_decode(const ptx::TmaDescriptor& tma_a,
+                                                               const ptx::TmaDescriptor& tma_b,
+                                                               const ptx::TmaDescriptor& tma_sfa,
+                                                               const ptx::TmaDescriptor& tma_d,
+                                                               const MoeGemm2Params& p) {
+  static_assert(kCluster == 1, "single CTAs");
+  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, 128, 128>;
+  mx_decode_gemm<T, ContiguousScheduler<kBlockM, kBlockN, 1>, MxDecodeScatterEpilogue<T>>(tma_a, tma_b, tma_sfa,
+                                                                                         tma_d, p);
 }
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster>

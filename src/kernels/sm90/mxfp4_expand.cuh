@@ -29,6 +29,11 @@ constexpr int mxfp4_shift(unsigned s, unsigned m) {
   return d < kMxfp4ZeroShift ? kMxfp4ZeroShift : d > 6 ? 6 : d;
 }
 
+/// The prepared weights' byte for a 32-block with expansion shift `shift` (mxfp4_shift): the byte
+/// offset of its table among the loaders' tables in shared memory, one 8-byte table per shift from
+/// kMxfp4ZeroShift up.
+constexpr unsigned mxfp4_table_offset(int shift) { return 8u * unsigned(shift - kMxfp4ZeroShift); }
+
 /// E4M3 bits of E2M1 magnitude `code & 7` times 2^shift (shift ≤ 6, so at most 6 · 2^6 = 384):
 /// exact while the product is a multiple of E4M3's smallest subnormal 2^−9, else rounded to
 /// nearest even among the subnormals, as the GPU's cvt.rn.satfinite.e4m3x2.f32 rounds.
@@ -92,6 +97,24 @@ constexpr unsigned mxfp4_loader_word(unsigned natural) {
   }
   return w;
 }
+
+/// The natural word (eight codes, element i in nibble i) that word q (< 4) of a 32-block's prepared
+/// row holds: elements 4q … 4q + 3 and 16 + 4q … 16 + 4q + 3 of the block, whose 16 code bytes are
+/// `v` (v[i] = bytes 4i … 4i + 3, as stored). Expanded (mxfp4_expand8), its low word is then the
+/// block's columns 4q … 4q + 3 and its high word columns 16 + 4q …: exactly the registers a
+/// tensor-core A fragment of thread q of a quad holds for one row (wgmma m64nNk32, 8-bit A:
+/// reg 0 / 2 = row r, columns 4q / 16 + 4q of the k32 step), and the four words of a block, low
+/// halves then high halves, are its two 16-byte column units in order (the expansion into a B
+/// stage, mxfp4_loader.cuh).
+MOEKIT_MXFP4_HD inline unsigned mxfp4_fragment_word(const unsigned (&v)[4], unsigned q) {
+  const unsigned sh = 16u * (q & 1u);
+  return ((v[q >> 1] >> sh) & 0xFFFFu) | (((v[2u + (q >> 1)] >> sh) & 0xFFFFu) << 16);
+}
+
+/// The 16-byte unit of a prepared row (32 rows per sub-chunk, row rr) that holds 32-block s: the
+/// blocks are XOR-swizzled by row pair, so the eight rows a warp's fragment loads touch (rows
+/// rr … rr + 7, one word each) fall in 32 different banks, and a 16-byte unit stays whole.
+MOEKIT_MXFP4_HD inline unsigned mxfp4_row_unit(unsigned rr, unsigned s) { return s ^ ((rr >> 1) & 3u); }
 
 /// Eight codes as a loader word (mxfp4_loader_word) → their E4M3 bytes under table t, elements
 /// 0–3 in out_lo and 4–7 in out_hi (little-endian: element order in memory): two byte

@@ -20,6 +20,13 @@
 
 namespace moekit::sm90 {
 
+/// Writes expansion table slot g (< kMxfp4TableSlots) at shared address `tables`: the table of
+/// shift g + kMxfp4ZeroShift, zeros past kMxfp4Tables.
+__device__ __forceinline__ void mxfp4_store_table(u32 tables, u32 g) {
+  const Mxfp4Table tb = mxfp4_table(g < kMxfp4Tables ? int(g) + kMxfp4ZeroShift : kMxfp4ZeroShift);
+  ptx::st_shared_v2(tables + g * 8u, tb.lo, tb.hi);
+}
+
 /// Threads that expand (a second producer warpgroup) and their named barrier.
 inline constexpr u32 kMxfp4ExpandThreads = 128;
 inline constexpr u32 kMxfp4ExpandBarrier = 4;  // 1: the epilogues', 2 and 3: the math order's
@@ -27,7 +34,7 @@ inline constexpr u32 kMxfp4ExpandBarrier = 4;  // 1: the epilogues', 2 and 3: th
 /// The raw ring's shared-memory addresses (fp8_gemm_layout.cuh gemm_mx_region_*).
 struct Mxfp4Ring {
   u32 raw;    ///< kMxStages slots of gemm_mx_raw_bytes(BLOCK_N)
-  u32 table;  ///< kMxfp4Tables expansion tables of 8 bytes
+  u32 table;  ///< kMxfp4TableSlots expansion tables of 8 bytes (mxfp4_store_table)
   u32 full;   ///< per slot: the load thread's arrival + the TMA bytes
   u32 empty;  ///< per slot: one arrival per expansion thread
 
@@ -111,13 +118,14 @@ struct Mxfp4BLoader {
   /// Expands one raw slot (at `raw`, generic pointer into shared memory) into the 128-byte swizzled
   /// B stage at `b`, exactly as a TMA box of the E4M3 weights would have put them. Thread g takes
   /// jobs g, g + 128, ...: job j = (row j / 4, 32 K values j % 4), so a quarter warp reads 128
-  /// consecutive raw bytes and writes 16-byte units that the swizzle spreads over all banks. A
+  /// consecutive raw bytes (two rows, whose units mxfp4_row_unit swizzles alike) and writes
+  /// 16-byte units that the swizzle spreads over all banks. A
   /// thread's rows are g / 4 + 32 i (row g / 4 of sub-chunk i), so its column q, swizzle and
   /// offsets are fixed and each job's addresses are constants apart. kBatch jobs at a time, loads first: plain C++ accesses (not
   /// asm volatile) that the compiler keeps in that order, so their latencies overlap.
   __device__ __forceinline__ static void expand(const ptx::u8* raw, ptx::u8* b, const ptx::u8* table, u32 g) {
     const u32 q = g % 4u, r0 = g / 4u, sw = r0 & 7u;  // rows r0 + 32 i: (r0 + 32 i) & 7 = sw
-    const ptx::u8* src = raw + r0 * 64u + q * 16u;
+    const ptx::u8* src = raw + r0 * 64u + mxfp4_row_unit(r0, q) * 16u;  // block q's words (mxfp4_row_unit)
     const ptx::u8* idx_src = raw + kMxfp4CodeBytes + r0 * 4u + q;
     ptx::u8* dst_lo = b + r0 * kGemmBlockK + (((2u * q) ^ sw) << 4);
     ptx::u8* dst_hi = b + r0 * kGemmBlockK + (((2u * q + 1u) ^ sw) << 4);
@@ -134,13 +142,12 @@ struct Mxfp4BLoader {
       for (u32 j = 0; j < kBatch; ++j) {
         if (j >= n) break;
         w[j] = *reinterpret_cast<const uint4*>(src + raw_off(i0 + j));
-        x[j] = idx_src[idx_off(i0 + j)];
-        x[j] = x[j] < kMxfp4Tables ? x[j] : kMxfp4Tables - 1u;  // a bad prepared byte reads a table, never past them
+        x[j] = idx_src[idx_off(i0 + j)] & 0xF8u;  // a table's offset (kMxfp4TableSlots)
       }
       uint2 t[kBatch];
 #pragma unroll
       for (u32 j = 0; j < kBatch; ++j)
-        if (j < n) t[j] = *reinterpret_cast<const uint2*>(table + x[j] * 8u);
+        if (j < n) t[j] = *reinterpret_cast<const uint2*>(table + x[j]);
 #pragma unroll
       for (u32 j = 0; j < kBatch; ++j)
         if (j < n)
@@ -149,13 +156,14 @@ struct Mxfp4BLoader {
     }
   }
 
-  /// 32 codes (four loader words) → their 32 E4M3 bytes, the first 16 at lo and the rest at hi.
+  /// A 32-block's four loader words (mxfp4_fragment_word q = 0 … 3) → its 32 E4M3 bytes: the
+  /// words' low halves are columns 0 … 15 (to lo), their high halves columns 16 … 31 (to hi).
   __device__ __forceinline__ static void store_expanded(const uint4& w, Mxfp4Table t, ptx::u8* lo, ptx::u8* hi) {
     uint4 a, c;
-    mxfp4_expand8(w.x, t, a.x, a.y);
-    mxfp4_expand8(w.y, t, a.z, a.w);
-    mxfp4_expand8(w.z, t, c.x, c.y);
-    mxfp4_expand8(w.w, t, c.z, c.w);
+    mxfp4_expand8(w.x, t, a.x, c.x);
+    mxfp4_expand8(w.y, t, a.y, c.y);
+    mxfp4_expand8(w.z, t, a.z, c.z);
+    mxfp4_expand8(w.w, t, a.w, c.w);
     *reinterpret_cast<uint4*>(lo) = a;
     *reinterpret_cast<uint4*>(hi) = c;
   }
@@ -190,10 +198,7 @@ struct Mxfp4BLoader {
   /// `base`; s_b: the B stages; s_full, s_empty: the stages' barriers.
   __device__ static void expand_all(const GemmParams& p, u32 g, ptx::u8* smem, u32 base, u32 s_b, u32 s_full,
                                     u32 s_empty, const Mxfp4Ring& mx, TilePipe& tiles) {
-    if (g < kMxfp4Tables) {
-      const Mxfp4Table tb = mxfp4_table(int(g) + kMxfp4ZeroShift);
-      ptx::st_shared_v2(mx.table + g * 8u, tb.lo, tb.hi);
-    }
+    if (g < kMxfp4TableSlots) mxfp4_store_table(mx.table, g);
     ptx::named_barrier_sync(kMxfp4ExpandBarrier, kMxfp4ExpandThreads);
     const ptx::u8* table = smem + (mx.table - base);
     u32 stage = 0, phase = 0, slot = 0, slot_phase = 0;

@@ -1,0 +1,348 @@
+// The MoE GEMMs on MXFP4 weights for decode-sized groups (docs/design.md §MXFP4 decode GEMMs):
+// Dᵀ = W · Aᵀ with the weights as the tensor core's A operand and a tile's few tokens as B, so a
+// wgmma covers 64 weight rows x N = 8, 16 or 32 tokens instead of 64 token rows (mostly padding) x
+// BLOCK_N weight rows. The weights never leave their 4-bit form in shared memory: each math thread
+// expands its A fragment straight from the raw sub-chunks into registers (mxfp4_fragment_word puts
+// a thread's 8 codes of a row and k32 step in one word), so there is no expansion warpgroup, no
+// E4M3 B stage and no hand-off between them; the promotion (one FP32 scale per 128 x 128 block
+// and token) and the numbers are those of mxfp4_loader.cuh's path.
+//
+//   producer warpgroup  warp 0 lane 0: per K block, the raw weight sub-chunks and the tokens' A
+//                       tile and scales, into raw slot and A stage i (mx_decode_load)
+//                       warp 1: the scheduler (ContiguousScheduler with BLOCK_M = tokens per tile)
+//   math warpgroups     warpgroup w owns the tile's weight rows [64 kMTiles w, 64 kMTiles (w + 1)):
+//                       per K block and 64-row MMA tile, expand 4 x 4 fragment registers, issue
+//                       four m64nNk32 wgmmas, then wait, release the raw slot and the A stage,
+//                       and promote: out += acc · sb(block) · sa(token).
+// Accumulators (per 64-row MMA tile, wgmma_fp8.cuh's layout transposed): out[i] is weight row
+// 16 warp + lane/4 (+8 for i % 4 ≥ 2) and token 8 (i / 4) + 2 (lane % 4) + (i & 1).
+#pragma once
+#include "kernels/sm90/fp8_gemm_loaders.cuh"
+#include "kernels/sm90/mxfp4_loader.cuh"
+#include "ptx/wgmma_fp8_rs.cuh"
+
+namespace moekit::sm90 {
+
+/// Tile traits: kTok tokens x kRows weight rows; kStages A stages = kRawStages raw slots;
+/// kPromoteK: K per tensor-core chain (as Fp8GemmTraits::kPromoteK); kSbRows: weight rows per B
+/// scale (64: the prepared W1, 128: W2). The names ATileLoad, Mxfp4BLoader and Mxfp4Ring read are
+/// those of Fp8GemmTraits.
+template <int kTok_, int kRows_, int kStages_, int kRawStages_, int kPromoteK_, int kSbRows_>
+struct MxDecodeTraits {
+  static constexpr int kBlockM = kTok_;
+  static constexpr int kBlockN = kRows_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kMxStages = kRawStages_;
+  static constexpr bool kMxfp4 = true;
+  static constexpr int kCluster = 1;
+  static constexpr int kWaves = 1;
+  static constexpr bool kShareA = false;
+  static constexpr u32 kSmemA = gemm_smem_a_bytes(kTok_);
+  static constexpr u32 kSmemSfa = gemm_smem_sfa_bytes(kTok_);
+  static constexpr u32 kMathThreads = 256;
+  static constexpr u32 kProducerRegs = 40;
+  static constexpr u32 kMathRegs = 232;
+  static constexpr int kMTiles = kRows_ / 128;  ///< 64-row MMA tiles per math warpgroup
+  static constexpr int kAcc = kTok_ / 2;        ///< accumulators per MMA tile and thread
+  static constexpr int kPromoteK = kPromoteK_;
+  static constexpr int kStepsPerChain = kPromoteK_ / 32;
+  static constexpr int kChains = 4 / kStepsPerChain;
+  static constexpr int kSbRows = kSbRows_;
+  /// The tile's B-scale rows are staged in its tile slot (TilePipe::push; K <= kGemmMaxStagedKb
+  /// blocks, else read through L1): a scale read per K block that missed L1 at every tile's start
+  /// stalled the K loop on L2 (ncu, deepseek-v3 T = 1 GEMM2: L1TEX waits 35% of the stalls).
+  static constexpr bool kStageSb = true;
+  static constexpr u32 kSbRowsStaged = u32(kRows_ / kSbRows_);
+  static constexpr u32 kSbStageFloats = gemm_mx_decode_sb_floats(kRows_, kSbRows_);
+  static_assert(gemm_mx_decode_supported(kTok_, kRows_), "8, 16 or 32 tokens x 128 or 256 weight rows");
+  static_assert(kStages_ >= 2 && kRawStages_ >= 2 && kRawStages_ <= 16, "2+ A stages, 2 … 16 raw slots");
+  static_assert(kPromoteK_ == 128 || kPromoteK_ == 64 || kPromoteK_ == 32, "chains of 128, 64 or 32 of K");
+  static_assert(kSbRows_ == 64 || kSbRows_ == 128, "B-scale blocks of 64 or 128 rows");
+  static_assert(2 * kMathRegs + kProducerRegs <= 512u, "64 K registers per SM");
+};
+
+/// One math thread's view of the raw sub-chunks: its two weight rows (r and r + 8 of each MMA
+/// tile) sit in sub-chunk 2 t + warp / 2 of MMA tile t, at row rr and rr + 8 there.
+struct MxFragmentRows {
+  u32 rr;      ///< row in the sub-chunk: 16 (warp % 2) + lane / 4
+  u32 sub;     ///< sub-chunk within the MMA tile: warp / 2
+  u32 q;       ///< lane % 4: the fragment's columns 4q … and 16 + 4q …
+  u32 unit;    ///< mxfp4_row_unit(rr, 0) (rr + 8 shares it)
+  __device__ __forceinline__ MxFragmentRows(u32 warp, u32 lane)
+      : rr(16u * (warp % 2u) + lane / 4u), sub(warp / 2u), q(lane % 4u), unit(mxfp4_row_unit(rr, 0)) {}
+};
+
+/// Expands MMA tile `sub_chunk`'s fragment for one K block: a[s] = the four registers of k32 step s.
+__device__ __forceinline__ void mx_expand_fragment(const ptx::u8* sub_chunk, const ptx::u8* table,
+                                                   const MxFragmentRows& f, u32 (&a)[4][4]) {
+  const u32 idx0 = *reinterpret_cast<const u32*>(sub_chunk + kMxfp4CodeBytes + f.rr * 4u);
+  const u32 idx1 = *reinterpret_cast<const u32*>(sub_chunk + kMxfp4CodeBytes + (f.rr + 8u) * 4u);
+  const ptx::u8* row0 = sub_chunk + f.rr * 64u + f.q * 4u;
+  const ptx::u8* row1 = row0 + 8u * 64u;
+  u32 w0[4], w1[4];
+  uint2 t0[4], t1[4];
+#pragma unroll
+  for (u32 s = 0; s < 4; ++s) {  // loads first, so their latencies overlap
+    w0[s] = *reinterpret_cast<const u32*>(row0 + ((s ^ f.unit) << 4));
+    w1[s] = *reinterpret_cast<const u32*>(row1 + ((s ^ f.unit) << 4));
+    const u32 x0 = (idx0 >> (8u * s)) & 0xF8u, x1 = (idx1 >> (8u * s)) & 0xF8u;  // table offsets
+    t0[s] = *reinterpret_cast<const uint2*>(table + x0);
+    t1[s] = *reinterpret_cast<const uint2*>(table + x1);
+  }
+#pragma unroll
+  for (u32 s = 0; s < 4; ++s) {
+    mxfp4_expand8(w0[s], Mxfp4Table{t0[s].x, t0[s].y}, a[s][0], a[s][2]);
+    mxfp4_expand8(w1[s], Mxfp4Table{t1[s].x, t1[s].y}, a[s][1], a[s][3]);
+  }
+}
+
+/// The load thread: per K block, the raw slot and the A stage of the same index (kStages ==
+/// kMxStages; the math frees both together), so the tokens' A arrives with its weights. With A
+/// stages of their own, issued after the raw loads run ahead, each A load waited behind the whole
+/// raw ring's bytes (ncu, deepseek-v3 T = 1 GEMM2: the math warps' top stall, 20% of the samples,
+/// on the A stage's barrier). Under PDL the first tile's first raw slots go out before the wait
+/// (weights), their A after it.
+template <class T>
+__device__ __forceinline__ void mx_decode_load(const GemmParams& p, const Mxfp4Ring& mx, u32 s_a, u32 s_sfa, u32 s_full,
+                                               u32 s_empty, const ptx::TmaDescriptor& tma_a,
+                                               const ptx::TmaDescriptor& tma_b, const ptx::TmaDescriptor& tma_sfa,
+                                               TilePipe& tiles) {
+  static_assert(T::kStages == T::kMxStages, "one ring: a raw slot and an A stage per K block");
+  constexpr u32 kRawBytes = gemm_mx_raw_bytes(T::kBlockN);
+  const ptx::u64 policy = ptx::l2_policy_evict_first();
+  const u32 a_box = ATileLoad<T>::box_rows(p);
+  bool waited = p.pdl == 0;
+  u32 slot = 0, phase = 0;
+  for (Tile t; tiles.take(t);) {
+    Mxfp4RawWalk w;
+    w.init<T>(p, t);
+    const ATileLoad<T> al(t, a_box);
+    auto load_raw = [&](u32 s, u32 kb) {
+      const u32 full = mx.full + 8 * s;
+      ptx::mbar_arrive_expect_tx(full, kRawBytes);
+      const u32 dst = mx.raw + s * kRawBytes, y = w.y0 + kb * w.dy;
+      for (u32 i = 0; i < w.boxes; ++i) {
+        if (p.b_evict_first)
+          ptx::tma_load_2d_hint(dst + i * w.box_rows * kMxfp4TmaRowBytes, &tma_b, full, 0, int(y + i * w.dbox), policy);
+        else
+          ptx::tma_load_2d(dst + i * w.box_rows * kMxfp4TmaRowBytes, &tma_b, full, 0, int(y + i * w.dbox));
+      }
+    };
+    auto load_a = [&](u32 s, u32 kb) {
+      ptx::mbar_arrive_expect_tx(s_full + 8 * s, al.tx_bytes());
+      al.issue(s, kb, s_a, s_sfa, s_full + 8 * s, tma_a, tma_sfa, 0u);
+    };
+    u32 kb = 0;
+    if (!waited) {  // the first tile: every slot still free
+      const u32 pre = p.num_kb < u32(T::kStages) ? p.num_kb : u32(T::kStages);
+      for (u32 i = 0; i < pre; ++i) load_raw(i, i);
+      ptx::griddep_wait();
+      waited = true;
+      for (u32 i = 0; i < pre; ++i) load_a(i, i);
+      kb = pre;
+      slot = pre % u32(T::kStages);
+      phase = pre == u32(T::kStages) ? 1u : 0u;
+    }
+    for (; kb < p.num_kb; ++kb) {
+      ptx::mbar_wait(mx.empty + 8 * slot, phase ^ 1u);
+      ptx::mbar_wait(s_empty + 8 * slot, phase ^ 1u);
+      load_raw(slot, kb);
+      load_a(slot, kb);
+      if (++slot == u32(T::kStages)) {
+        slot = 0;
+        phase ^= 1u;
+      }
+    }
+  }
+  if (!waited) ptx::griddep_wait();  // no tiles
+}
+
+/// The math warpgroups: consume raw slots and A stages, MMA, promote, run the epilogue per tile.
+template <class T, class Epilogue, class P>
+__device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* smem, u32 s_d, u32 s_a, u32 s_full,
+                                               u32 s_empty, const float* sfa_smem, const Mxfp4Ring& mx,
+                                               const ptx::TmaDescriptor& tma_d, TilePipe& tiles) {
+  using Mma = ptx::WgmmaE4M3Rs<T::kBlockM>;
+  constexpr int kAcc = T::kAcc;
+  MathThread th;
+  th.warpgroup = ptx::warp_uniform(threadIdx.x / 128);
+  th.wm = 0;
+  th.wn = th.warpgroup;
+  th.warp = (threadIdx.x % 128) / 32;
+  th.lane = ptx::lane_id();
+  const MxFragmentRows f(th.warp, th.lane);
+  if (threadIdx.x < kMxfp4TableSlots) mxfp4_store_table(mx.table, threadIdx.x);
+  ptx::named_barrier_sync(1, T::kMathThreads);
+  const ptx::u8* table = smem + (mx.table - base);
+  // PDL: the epilogues write what the previous kernel may still read (and GEMM2 adds into y_acc).
+  if (p.pdl) {
+    ptx::griddep_wait();
+    if (threadIdx.x == 0) ptx::griddep_launch_dependents();
+  }
+  constexpr u32 kRawBytes = gemm_mx_raw_bytes(T::kBlockN);
+  constexpr u32 kSfaFloats = T::kSmemSfa / 4u;
+  u32 stage = 0, phase = 0, slot = 0, slot_phase = 0;
+  for (;;) {
+    Tile t;
+    if (!tiles.pop(t)) break;
+    // This warpgroup's B-scale rows: staged (row (64 mt) / kSbRows of the tile's) or in global memory.
+    const bool staged = p.num_kb <= kGemmMaxStagedKb;
+    const u32 sb_smem = tiles.staged_sb(T::kSbStageFloats);
+    const float* sb_row[T::kMTiles];
+    u32 sb_staged[T::kMTiles];
+#pragma unroll
+    for (int j = 0; j < T::kMTiles; ++j) {
+      const u32 off = 64u * (th.warpgroup * T::kMTiles + j);
+      const u32 blk = min((t.n0 + off) / u32(T::kSbRows), p.num_n_sb - 1u);
+      sb_row[j] = p.sb + t.sb_offset + blk * p.num_kb;
+      sb_staged[j] = sb_smem + off / u32(T::kSbRows) * kGemmMaxStagedKb * 4u;
+    }
+    const u32 sfa0 = t.m0 % 4u + 2u * f.q;  // this thread's first token column in an A-scale stage
+    float out[T::kMTiles][kAcc];
+    float acc[T::kMTiles][T::kChains][kAcc];
+#pragma unroll
+    for (int j = 0; j < T::kMTiles; ++j)
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) {
+        out[j][i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < T::kChains; ++c) acc[j][c][i] = 0.0f;
+      }
+    for (u32 kb = 0; kb < p.num_kb; ++kb) {
+      ptx::mbar_wait(mx.full + 8 * slot, slot_phase);
+      ptx::mbar_wait(s_full + 8 * stage, phase);
+      const ptx::u8* raw = smem + (mx.raw + slot * kRawBytes - base);
+      const ptx::u64 desc = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA);
+      u32 a[T::kMTiles][4][4];
+#pragma unroll
+      for (int j = 0; j < T::kMTiles; ++j) {
+        const u32 mt = th.warpgroup * T::kMTiles + j;
+        mx_expand_fragment(raw + (2u * mt + f.sub) * kMxfp4SubBytes, table, f, a[j]);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (u32 s = 0; s < 4; ++s)
+          Mma::mma(a[j][s], desc + 2u * s, acc[j][s / T::kStepsPerChain], s % T::kStepsPerChain != 0 ? 1u : 0u);
+        ptx::wgmma_commit();
+      }
+      // The A scales and B scales of this K block, while the MMAs run.
+      const float* sa = sfa_smem + stage * kSfaFloats + sfa0;
+      float sav[kAcc / 2];
+#pragma unroll
+      for (int i = 0; i < kAcc / 2; ++i) sav[i] = sa[8 * (i / 2) + (i & 1)];
+      float sbv[T::kMTiles];
+#pragma unroll
+      for (int j = 0; j < T::kMTiles; ++j)
+        sbv[j] = staged ? ptx::ld_shared_f32(sb_staged[j] + kb * 4u) : __ldg(sb_row[j] + kb);
+      ptx::wgmma_wait<0>();
+#pragma unroll
+      for (int j = 0; j < T::kMTiles; ++j) {
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) ptx::fence_operand(a[j][s][r]);
+#pragma unroll
+        for (int c = 0; c < T::kChains; ++c)
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[j][c][i]);
+      }
+      __syncwarp();
+      if (th.lane == 0) {
+        ptx::mbar_arrive(mx.empty + 8 * slot);
+        ptx::mbar_arrive(s_empty + 8 * stage);
+      }
+#pragma unroll
+      for (int j = 0; j < T::kMTiles; ++j)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) {
+          float sum = acc[j][0][i];
+#pragma unroll
+          for (int c = 1; c < T::kChains; ++c) sum += acc[j][c][i];
+          // Token 8 (i / 4) + 2q + (i & 1): its scale is sav[2 (i / 4) + (i & 1)].
+          out[j][i] = fmaf(sum, sbv[j] * sav[2 * (i / 4) + (i & 1)], out[j][i]);
+        }
+      if (++slot == u32(T::kMxStages)) {
+        slot = 0;
+        slot_phase ^= 1u;
+      }
+      if (++stage == u32(T::kStages)) {
+        stage = 0;
+        phase ^= 1u;
+      }
+    }
+    Epilogue::store(out, t, p, s_d, tma_d, th);
+    tiles.release();
+  }
+  Epilogue::finish(th, p);
+}
+
+/// The whole kernel: shared-memory carve-up (fp8_gemm_layout.cuh gemm_mx_decode_smem_bytes),
+/// barriers, the producer's roles and the math warpgroups.
+template <class T, class Scheduler, class Epilogue, class P>
+__device__ __forceinline__ void mx_decode_gemm(const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_b,
+                                               const ptx::TmaDescriptor& tma_sfa, const ptx::TmaDescriptor& tma_d,
+                                               const P& p) {
+  static_assert(Epilogue::kSmemBytes % 1024 == 0, "the staging buffer keeps the A stages 1024-byte aligned");
+  constexpr int kStages = T::kStages;
+  extern __shared__ ptx::u8 smem_raw[];
+  const u32 raw = ptx::smem_addr(smem_raw);
+  const u32 base = (raw + 1023u) & ~1023u;
+  ptx::u8* smem = smem_raw + (base - raw);
+  const u32 s_d = base;
+  const u32 s_a = s_d + Epilogue::kSmemBytes;
+  const u32 s_sfa = s_a + kStages * T::kSmemA;
+  const u32 s_full = s_sfa + kStages * T::kSmemSfa;
+  const u32 s_empty = s_full + kStages * 8;
+  const u32 s_tiles = s_empty + kStages * 8;
+  const float* sfa_smem = reinterpret_cast<const float*>(smem + (s_sfa - base));
+  const Mxfp4Ring mx = Mxfp4Ring::at<T>(base + gemm_mx_region_offset(gemm_mx_decode_core_bytes(
+                                                    Epilogue::kSmemBytes, T::kBlockM, T::kBlockN, T::kSbRows, kStages)));
+  TilePipe tiles{s_tiles};
+  constexpr u32 kMathWarps = T::kMathThreads / 32;
+
+  if (threadIdx.x == T::kMathThreads) {
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbar_init(s_full + 8 * s, 1);  // the A load thread's arrival + its TMA bytes
+      ptx::mbar_init(s_empty + 8 * s, kMathWarps);
+    }
+    for (u32 s = 0; s < kGemmTileSlots; ++s) {
+      ptx::mbar_init(tiles.full() + 8 * s, kGemmTilePublishers);
+      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + 1);  // math threads + the load thread
+    }
+    for (int r = 0; r < T::kMxStages; ++r) {
+      ptx::mbar_init(mx.full + 8 * r, 1);
+      ptx::mbar_init(mx.empty + 8 * r, kMathWarps);
+    }
+    Scheduler::init_shared(s_tiles + gemm_pair_claims_offset());
+    ptx::fence_mbar_init();
+    ptx::tma_prefetch_descriptor(&tma_a);
+    ptx::tma_prefetch_descriptor(&tma_b);
+    ptx::tma_prefetch_descriptor(&tma_sfa);
+    ptx::tma_prefetch_descriptor(&tma_d);
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= T::kMathThreads) {
+    ptx::setmaxnreg_dec<T::kProducerRegs>();
+    if (threadIdx.x / 32 == T::kMathThreads / 32 + 1) {  // the scheduler warp (fp8_gemm_mainloop.cuh's)
+      pdl_wait_at(p, false);
+      Scheduler sched(p, s_tiles + gemm_pair_claims_offset());
+      Tile t;
+      bool more = sched.next(t);
+      tiles.push<T>(t, more, p);
+      __syncwarp();
+      pdl_wait_at(p, true);
+      while (more) {
+        more = sched.next(t);
+        tiles.push<T>(t, more, p);
+        __syncwarp();
+      }
+    } else if (threadIdx.x == T::kMathThreads) {
+      mx_decode_load<T>(p, mx, s_a, s_sfa, s_full, s_empty, tma_a, tma_b, tma_sfa, tiles);
+    }
+  } else {
+    ptx::setmaxnreg_inc<T::kMathRegs>();
+    mx_decode_math<T, Epilogue>(p, base, smem, s_d, s_a, s_full, s_empty, sfa_smem, mx, tma_d, tiles);
+  }
+}
+
+}  // namespace moekit::sm90

@@ -1,0 +1,159 @@
+// The MoE plan on MXFP4 weights (planning/moe_plan.cpp plan_mxfp4_gemms): the expansion GEMMs'
+// tiles, stages and raw slots, and where the decode GEMMs take over.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "moekit/moe_layer.h"
+#include "planning/moe_plan.h"
+#include "runtime/knobs.h"
+
+namespace {
+
+using moekit::MoeConfig;
+using moekit::RoutingMethod;
+using moekit::detail::GemmDeviceLimits;
+using moekit::detail::Knobs;
+using moekit::detail::MoePlan;
+using moekit::detail::plan_moe_forward;
+
+struct Preset {
+  const char* name;
+  int e, k;
+  int64_t h, inter;
+  RoutingMethod method;
+  int groups, topk_groups;
+};
+constexpr Preset kPresets[] = {
+    {"deepseek-v3", 256, 8, 7168, 2048, RoutingMethod::kSigmoidGrouped, 8, 4},
+    {"gpt-oss-120b", 128, 4, 2880, 2880, RoutingMethod::kTopkSoftmax, 1, 1},
+    {"mixtral-8x7b", 8, 2, 4096, 14336, RoutingMethod::kSoftmaxTopk, 1, 1},
+};
+
+MoeConfig layer_config(const Preset& p, bool mxfp4) {
+  MoeConfig m;
+  m.num_experts = p.e;
+  m.top_k = p.k;
+  m.hidden = p.h;
+  m.inter = p.inter;
+  moekit::RoutingConfig r;
+  r.method = p.method;
+  r.renormalize = p.method != RoutingMethod::kTopkSoftmax;
+  r.num_groups = p.groups;
+  r.topk_groups = p.topk_groups;
+  m.routing = r;
+  if (mxfp4) m.weight_format = moekit::MoeWeightFormat::kMxfp4;
+  return moekit::MoeLayer(m).config();  // validated and resolved, as the layer plans it
+}
+
+Knobs no_decode() {
+  Knobs k;
+  k.mxfp4_decode = false;
+  return k;
+}
+
+}  // namespace
+
+// MXFP4 weights on the expansion GEMMs (MOEKIT_MXFP4_DECODE=0 at decode sizes, every plan past
+// them): GEMM1 on the permuted copy (the gather's warps expand the weights), single CTAs, widths in
+// whole 32-row sub-chunks, two expanded stages at decode and three beyond, and raw slots filling
+// the rest of shared memory; FP8 plans are unchanged.
+TEST(MoePlan, Mxfp4WeightsPlanSingleCtasWithRawSlots) {
+  for (const Preset& pr : kPresets) {
+    const MoeConfig m = layer_config(pr, true);
+    for (int64_t t : {1, 64, 1024, 4096, 16384}) {
+      SCOPED_TRACE(::testing::Message() << pr.name << " T=" << t);
+      const MoePlan p = plan_moe_forward(m, t, false, GemmDeviceLimits{}, 0, no_decode());
+      const MoePlan f8 = plan_moe_forward(layer_config(pr, false), t, false, GemmDeviceLimits{}, 0, Knobs{});
+      EXPECT_FALSE(p.gather);
+      EXPECT_FALSE(p.quantize_in_sort);
+      EXPECT_FALSE(p.gemm1.mx_decode);
+      EXPECT_FALSE(p.gemm2.mx_decode);
+      EXPECT_EQ(f8.gemm1.mx_stages, 0);
+      EXPECT_EQ(f8.gemm2.mx_stages, 0);
+      const int stages = p.load.rows_per_active <= 64 ? 2 : 3;
+      EXPECT_EQ(p.gemm1.config.block_m, 64);
+      EXPECT_EQ(p.gemm1.config.block_n, 256);
+      EXPECT_EQ(p.gemm2.config.block_m, f8.gemm2.config.block_m);
+      for (const auto& [c, mx, epi] :
+           {std::tuple{p.gemm1.config, p.gemm1.mx_stages, moekit::sm90::kSwigluEpilogueSmem},
+            std::tuple{p.gemm2.config, p.gemm2.mx_stages,
+                       p.gemm2.rows_then_combine
+                           ? moekit::sm90::gemm_bf16_staging_bytes(p.gemm2.config.block_m, p.gemm2.config.block_n,
+                                                                   p.gemm2.config.direct_store)
+                           : 0u}}) {
+        EXPECT_EQ(c.multicast, 1);
+        EXPECT_EQ(c.block_n % 32, 0);
+        EXPECT_LE(c.stages, stages);
+        if (c.stages < stages)  // fewer only where the preferred count leaves no room for two raw slots
+          EXPECT_GT(moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, stages, 1, 2),
+                    GemmDeviceLimits{}.smem_bytes);
+        EXPECT_GE(mx, 2);
+        EXPECT_LE(mx, 16);
+        const unsigned smem = moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, c.stages, 1, mx);
+        EXPECT_LE(smem, GemmDeviceLimits{}.smem_bytes);
+        if (mx < 16)
+          EXPECT_GT(moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, c.stages, 1, mx + 1),
+                    GemmDeviceLimits{}.smem_bytes)
+              << "as many raw slots as fit";
+      }
+    }
+  }
+  moekit::GemmConfig c{64, 144, 5, 8, 132, 2};
+  EXPECT_GE(moekit::detail::fit_mxfp4_stages(c, 0, 3, GemmDeviceLimits{}), 2);
+  EXPECT_EQ(c.str(), "m64n160s3g8x132c1");
+  const std::string text = moekit::detail::describe_moe_plan(
+      plan_moe_forward(layer_config(kPresets[0], true), 1024, false, GemmDeviceLimits{}, 0, Knobs{}));
+  EXPECT_NE(text.find("mxfp4 raw slots"), std::string::npos) << text;
+  EXPECT_NE(text.find("MXFP4"), std::string::npos) << text;
+}
+
+// Decode sizes (at most 16 expected rows per active expert) run the decode GEMMs: tokens per tile
+// with room for the busiest experts (8, 16 or 32), GEMM1 on 256 prepared rows, the scatter-add GEMM2 on
+// 256 or 128, one ring of as many slots (raw weights + A stage) as fit; the deterministic layer's
+// rows GEMM2 keeps the expansion GEMM. Larger loads keep the expansion GEMMs.
+TEST(MoePlan, Mxfp4DecodeSizesRunTheDecodeGemms) {
+  const GemmDeviceLimits lim{};
+  for (const Preset& pr : kPresets) {
+    for (bool det : {false, true}) {
+      MoeConfig m = layer_config(pr, true);
+      m.deterministic = det;
+      for (int64_t t : {1, 7, 64, 256, 1024, 4096}) {
+        SCOPED_TRACE(::testing::Message() << pr.name << " T=" << t << (det ? " deterministic" : ""));
+        const MoePlan p = plan_moe_forward(m, t, false, lim, 0, Knobs{});
+        const bool decode = p.load.rows_per_active <= 16;
+        EXPECT_EQ(p.gemm1.mx_decode, decode);
+        EXPECT_EQ(p.gemm2.mx_decode, decode && !p.gemm2.rows_then_combine);
+        if (!decode) continue;
+        const int tok = p.gemm1.config.block_m;
+        EXPECT_TRUE(moekit::sm90::gemm_mx_decode_supported(tok, p.gemm1.config.block_n));
+        EXPECT_GE(tok, std::min<int64_t>(32, 2 * p.load.rows_per_active)) << "room for the busiest experts";
+        EXPECT_EQ(p.gemm1.config.block_n, 256);
+        EXPECT_EQ(p.gemm1.config.stages, p.gemm1.mx_stages) << "one ring: a raw slot and an A stage per K block";
+        EXPECT_EQ(p.gemm1.config.multicast, 1);
+        const unsigned epi1 = moekit::sm90::gemm_mx_decode_swiglu_smem(tok);
+        auto smem = [&](const moekit::GemmConfig& c, unsigned epi, int sb_rows, int slots) {
+          return moekit::sm90::gemm_mx_decode_smem_bytes(epi, c.block_m, c.block_n, sb_rows, slots, slots);
+        };
+        EXPECT_GE(p.gemm1.mx_stages, 2);
+        EXPECT_LE(smem(p.gemm1.config, epi1, 64, p.gemm1.mx_stages), lim.smem_bytes);
+        if (p.gemm1.mx_stages < 16)
+          EXPECT_GT(smem(p.gemm1.config, epi1, 64, p.gemm1.mx_stages + 1), lim.smem_bytes) << "as many slots as fit";
+        if (p.gemm2.mx_decode) {
+          EXPECT_EQ(p.gemm2.config.block_m, tok);
+          // 256 rows while every SM still gets a tile of the expected experts, else 128.
+          EXPECT_EQ(p.gemm2.config.block_n, p.load.active * ((pr.h + 255) / 256) >= lim.num_sms ? 256 : 128);
+          EXPECT_EQ(p.gemm2.config.stages, p.gemm2.mx_stages);
+          EXPECT_GE(p.gemm2.mx_stages, 2);
+          EXPECT_LE(smem(p.gemm2.config, 0, 128, p.gemm2.mx_stages), lim.smem_bytes);
+        }
+        const std::string text = moekit::detail::describe_moe_plan(p);
+        EXPECT_NE(text.find("decode GEMM"), std::string::npos) << text;
+      }
+    }
+  }
+  EXPECT_FALSE(moekit::sm90::gemm_mx_decode_supported(64, 256));
+  EXPECT_FALSE(moekit::sm90::gemm_mx_decode_supported(8, 192));
+}
