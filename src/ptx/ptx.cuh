@@ -371,6 +371,11 @@ __device__ __forceinline__ u32 ld_shared_u8(u32 addr) {
 __device__ __forceinline__ void ld_shared_v2(u32 addr, u32& lo, u32& hi) {
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(lo), "=r"(hi) : "r"(addr) : "memory");
 }
+/// ld_shared_v2 of data that no longer changes (written before a barrier that precedes every
+/// read): a plain load the compiler may schedule freely (not volatile, no memory clobber).
+__device__ __forceinline__ void ld_shared_const_v2(u32 addr, u32& lo, u32& hi) {
+  asm("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(lo), "=r"(hi) : "r"(addr));
+}
 __device__ __forceinline__ void st_shared_v2(u32 addr, u32 lo, u32 hi) {
   asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(addr), "r"(lo), "r"(hi) : "memory");
 }

@@ -59,6 +59,7 @@ struct MxDecodeTraits {
   static_assert(kPromoteK_ == 128 || kPromoteK_ == 64 || kPromoteK_ == 32, "chains of 128, 64 or 32 of K");
   static_assert(kSbRows_ == 64 || kSbRows_ == 128, "B-scale blocks of 64 or 128 rows");
   static_assert(2 * kMathRegs + kProducerRegs <= 512u, "64 K registers per SM");
+  static_assert(gemm_mx_raw_bytes(kRows_) % 256 == 0, "the expansion tables after the raw slots stay 256-byte aligned");
 };
 
 /// One math thread's view of the raw sub-chunks: its two weight rows (r and r + 8 of each MMA
@@ -73,8 +74,11 @@ struct MxFragmentRows {
 };
 
 /// Expands MMA tile `sub_chunk`'s fragment for one K block: a[s] = the four registers of k32 step s.
-__device__ __forceinline__ void mx_expand_fragment(const ptx::u8* sub_chunk, const ptx::u8* table,
-                                                   const MxFragmentRows& f, u32 (&a)[4][4]) {
+/// `tables`: the expansion tables' shared address, 256-byte aligned, so a table's address is its
+/// offset byte (the prepared weights' byte, a multiple of 8 below kMxfp4TableSlots * 8) in place of
+/// the address's low byte: one byte permutation per lookup.
+__device__ __forceinline__ void mx_expand_fragment(const ptx::u8* sub_chunk, u32 tables, const MxFragmentRows& f,
+                                                   u32 (&a)[4][4]) {
   const u32 idx0 = *reinterpret_cast<const u32*>(sub_chunk + kMxfp4CodeBytes + f.rr * 4u);
   const u32 idx1 = *reinterpret_cast<const u32*>(sub_chunk + kMxfp4CodeBytes + (f.rr + 8u) * 4u);
   const ptx::u8* row0 = sub_chunk + f.rr * 64u + f.q * 4u;
@@ -85,9 +89,8 @@ __device__ __forceinline__ void mx_expand_fragment(const ptx::u8* sub_chunk, con
   for (u32 s = 0; s < 4; ++s) {  // loads first, so their latencies overlap
     w0[s] = *reinterpret_cast<const u32*>(row0 + ((s ^ f.unit) << 4));
     w1[s] = *reinterpret_cast<const u32*>(row1 + ((s ^ f.unit) << 4));
-    const u32 x0 = (idx0 >> (8u * s)) & 0xF8u, x1 = (idx1 >> (8u * s)) & 0xF8u;  // table offsets
-    t0[s] = *reinterpret_cast<const uint2*>(table + x0);
-    t1[s] = *reinterpret_cast<const uint2*>(table + x1);
+    ptx::ld_shared_const_v2(__byte_perm(idx0, tables, 0x7650u | s), t0[s].x, t0[s].y);
+    ptx::ld_shared_const_v2(__byte_perm(idx1, tables, 0x7650u | s), t1[s].x, t1[s].y);
   }
 #pragma unroll
   for (u32 s = 0; s < 4; ++s) {
@@ -114,7 +117,7 @@ __device__ __forceinline__ void mx_decode_load(const GemmParams& p, const Mxfp4R
   bool waited = p.pdl == 0;
   u32 slot = 0, phase = 0;
   for (Tile t; tiles.take(t);) {
-    Mxfp4RawWalk w;
+    Mxfp4RawWalk w{};
     w.init<T>(p, t);
     const ATileLoad<T> al(t, a_box);
     auto load_raw = [&](u32 s, u32 kb) {
@@ -173,7 +176,6 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
   const MxFragmentRows f(th.warp, th.lane);
   if (threadIdx.x < kMxfp4TableSlots) mxfp4_store_table(mx.table, threadIdx.x);
   ptx::named_barrier_sync(1, T::kMathThreads);
-  const ptx::u8* table = smem + (mx.table - base);
   // PDL: the epilogues write what the previous kernel may still read (and GEMM2 adds into y_acc).
   if (p.pdl) {
     ptx::griddep_wait();
@@ -217,7 +219,7 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
 #pragma unroll
       for (int j = 0; j < T::kMTiles; ++j) {
         const u32 mt = th.warpgroup * T::kMTiles + j;
-        mx_expand_fragment(raw + (2u * mt + f.sub) * kMxfp4SubBytes, table, f, a[j]);
+        mx_expand_fragment(raw + (2u * mt + f.sub) * kMxfp4SubBytes, mx.table, f, a[j]);
         ptx::wgmma_fence();
 #pragma unroll
         for (u32 s = 0; s < 4; ++s)
