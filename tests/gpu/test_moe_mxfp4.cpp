@@ -214,6 +214,15 @@ TEST(MoeMxfp4, EdgeCases) {
       in.ids.assign(in.ids.size(), -1);
       for (uint16_t v : run(L, in, false, s).y) ASSERT_EQ(moekit::bf16_to_float(v), 0.0f);
     }
+    {  // decode sizes (the decode GEMMs' 32-token tiles), every token on the same four experts:
+       // 40 rows each, so each expert runs two token tiles
+      Inputs in = make_x(40, c.hidden, 33);
+      in.ids.resize(size_t(40 * c.top_k));
+      for (size_t i = 0; i < in.ids.size(); ++i) in.ids[i] = int32_t(5 + i % 4);
+      in.w.assign(in.ids.size(), 0.25f);
+      expect_accurate(check_rows(L, in, run(L, in, false, s), all_rows(40), "mxfp4 40 rows on four experts"));
+      if (det) expect_equals_fp8_layer(c, W, in, s, "40 rows on four experts");
+    }
     {  // T = 0 leaves y untouched
       Inputs in = make_x(0, c.hidden, 1);
       for (uint16_t v : run(L, in, false, s).y) EXPECT_EQ(v, 0xFFFF);
