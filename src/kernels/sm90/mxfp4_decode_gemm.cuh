@@ -11,9 +11,9 @@
 //                       tile and scales, into raw slot and A stage i (mx_decode_load)
 //                       warp 1: the scheduler (ContiguousScheduler with BLOCK_M = tokens per tile)
 //   math warpgroups     warpgroup w owns the tile's weight rows [64 kMTiles w, 64 kMTiles (w + 1)):
-//                       per K block and 64-row MMA tile, expand 4 x 4 fragment registers, issue
-//                       four m64nNk32 wgmmas, then wait, release the raw slot and the A stage,
-//                       and promote: out += acc · sb(block) · sa(token).
+//                       per K block and 64-row MMA tile, issue four m64nNk32 wgmmas on 4 x 4
+//                       fragment registers, expand the next block's fragments meanwhile, then
+//                       wait, release the slot and promote: out += acc · sb(block) · sa(token).
 // Accumulators (per 64-row MMA tile, wgmma_fp8.cuh's layout transposed): out[i] is weight row
 // 16 warp + lane/4 (+8 for i % 4 ≥ 2) and token 8 (i / 4) + 2 (lane % 4) + (i & 1).
 #pragma once
@@ -187,7 +187,7 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
   }
   constexpr u32 kRawBytes = gemm_mx_raw_bytes(T::kBlockN);
   constexpr u32 kSfaFloats = T::kSmemSfa / 4u;
-  u32 stage = 0, phase = 0, slot = 0, slot_phase = 0;
+  u32 slot = 0, phase = 0;  // the ring's slot of the next K block (raw slot = A stage)
   for (;;) {
     Tile t;
     if (!tiles.pop(t)) break;
@@ -214,24 +214,34 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
 #pragma unroll
         for (int c = 0; c < T::kChains; ++c) acc[j][c][i] = 0.0f;
       }
-    for (u32 kb = 0; kb < p.num_kb; ++kb) {
-      ptx::mbar_wait(mx.full + 8 * slot, slot_phase);
-      ptx::mbar_wait(s_full + 8 * stage, phase);
-      const ptx::u8* raw = smem + (mx.raw + slot * kRawBytes - base);
-      const ptx::u64 desc = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA);
-      u32 a[T::kMTiles][4][4];
+    // Software-pipelined over K blocks: a K block's fragments are expanded (its slot waited for)
+    // while the previous block's MMAs run, then that block is waited for, released and promoted.
+    // Two fragment sets, a0 / a1, alternate (the MMAs read their registers until the wait).
+    u32 a0[T::kMTiles][4][4], a1[T::kMTiles][4][4];
+    auto expand_block = [&](u32 s_idx, u32 ph, u32 (&a)[T::kMTiles][4][4]) {
+      ptx::mbar_wait(mx.full + 8 * s_idx, ph);
+      ptx::mbar_wait(s_full + 8 * s_idx, ph);
+      const ptx::u8* raw = smem + (mx.raw + s_idx * kRawBytes - base);
+#pragma unroll
+      for (int j = 0; j < T::kMTiles; ++j)
+        mx_expand_fragment(raw + (2u * (th.warpgroup * T::kMTiles + j) + f.sub) * kMxfp4SubBytes, mx.table, f, a[j]);
+    };
+    // K block kb in slot `slot`, its fragments in `cur`; the next block's go to `nxt`.
+    auto step = [&](u32 kb, u32 (&cur)[T::kMTiles][4][4], u32 (&nxt)[T::kMTiles][4][4]) {
+      const ptx::u64 desc = ptx::smem_desc_k_sw128(s_a + slot * T::kSmemA);
+      ptx::wgmma_fence();
 #pragma unroll
       for (int j = 0; j < T::kMTiles; ++j) {
-        const u32 mt = th.warpgroup * T::kMTiles + j;
-        mx_expand_fragment(raw + (2u * mt + f.sub) * kMxfp4SubBytes, mx.table, f, a[j]);
-        ptx::wgmma_fence();
 #pragma unroll
         for (u32 s = 0; s < 4; ++s)
-          Mma::mma(a[j][s], desc + 2u * s, acc[j][s / T::kStepsPerChain], s % T::kStepsPerChain != 0 ? 1u : 0u);
-        ptx::wgmma_commit();
+          Mma::mma(cur[j][s], desc + 2u * s, acc[j][s / T::kStepsPerChain], s % T::kStepsPerChain != 0 ? 1u : 0u);
       }
+      ptx::wgmma_commit();
+      const u32 next = slot + 1u == u32(T::kStages) ? 0u : slot + 1u;
+      const u32 next_phase = next == 0u ? phase ^ 1u : phase;
+      if (kb + 1u < p.num_kb) expand_block(next, next_phase, nxt);
       // The A scales and B scales of this K block, while the MMAs run.
-      const float* sa = sfa_smem + stage * kSfaFloats + sfa0;
+      const float* sa = sfa_smem + slot * kSfaFloats + sfa0;
       float sav[kAcc / 2];
 #pragma unroll
       for (int i = 0; i < kAcc / 2; ++i) sav[i] = sa[8 * (i / 2) + (i & 1)];
@@ -245,7 +255,7 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
 #pragma unroll
         for (int s = 0; s < 4; ++s)
 #pragma unroll
-          for (int r = 0; r < 4; ++r) ptx::fence_operand(a[j][s][r]);
+          for (int r = 0; r < 4; ++r) ptx::fence_operand(cur[j][s][r]);
 #pragma unroll
         for (int c = 0; c < T::kChains; ++c)
 #pragma unroll
@@ -254,7 +264,7 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
       __syncwarp();
       if (th.lane == 0) {
         ptx::mbar_arrive(mx.empty + 8 * slot);
-        ptx::mbar_arrive(s_empty + 8 * stage);
+        ptx::mbar_arrive(s_empty + 8 * slot);
       }
 #pragma unroll
       for (int j = 0; j < T::kMTiles; ++j)
@@ -266,14 +276,13 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
           // Token 8 (i / 4) + 2q + (i & 1): its scale is sav[2 (i / 4) + (i & 1)].
           out[j][i] = fmaf(sum, sbv[j] * sav[2 * (i / 4) + (i & 1)], out[j][i]);
         }
-      if (++slot == u32(T::kMxStages)) {
-        slot = 0;
-        slot_phase ^= 1u;
-      }
-      if (++stage == u32(T::kStages)) {
-        stage = 0;
-        phase ^= 1u;
-      }
+      slot = next;
+      phase = next_phase;
+    };
+    expand_block(slot, phase, a0);
+    for (u32 kb = 0; kb < p.num_kb; kb += 2) {
+      step(kb, a0, a1);
+      if (kb + 1u < p.num_kb) step(kb + 1u, a1, a0);
     }
     Epilogue::store(out, t, p, s_d, tma_d, th);
     tiles.release();
