@@ -1,4 +1,4 @@
-// The MoE GEMMs on MXFP4 weights for decode-sized groups (docs/design.md §MXFP4 decode GEMMs):
+// The MoE GEMMs on MXFP4 weights for decode-sized groups (docs/design.md §MXFP4 weights, the decode GEMMs):
 // Dᵀ = W · Aᵀ with the weights as the tensor core's A operand and a tile's few tokens as B, so a
 // wgmma covers 64 weight rows x N = 8, 16 or 32 tokens instead of 64 token rows (mostly padding) x
 // BLOCK_N weight rows. The weights never leave their 4-bit form in shared memory: each math thread
@@ -25,8 +25,8 @@ namespace moekit::sm90 {
 
 /// Tile traits: kTok tokens x kRows weight rows; kStages A stages = kRawStages raw slots;
 /// kPromoteK: K per tensor-core chain (as Fp8GemmTraits::kPromoteK); kSbRows: weight rows per B
-/// scale (64: the prepared W1, 128: W2). The names ATileLoad, Mxfp4BLoader and Mxfp4Ring read are
-/// those of Fp8GemmTraits.
+/// scale (64: the prepared W1, 128: W2). The names ATileLoad, Mxfp4RawWalk, Mxfp4Ring and TilePipe
+/// read are those of Fp8GemmTraits.
 template <int kTok_, int kRows_, int kStages_, int kRawStages_, int kPromoteK_, int kSbRows_>
 struct MxDecodeTraits {
   static constexpr int kBlockM = kTok_;
