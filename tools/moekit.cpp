@@ -3,6 +3,7 @@
 //   moekit bench gemm  [--csv|--json] [...]   dense FP8 block-scaled GEMM vs cuBLASLt
 //   moekit bench quant [--csv|--json]         activation / weight quantization kernels
 //   moekit bench grouped [--csv|--json]       grouped (contiguous / masked) FP8 GEMMs vs cuBLASLt per expert
+//   moekit bench ep [--ranks G,..] [...]      the expert-parallel layer over G GPUs vs NCCL's all-to-all (NCCL builds)
 //   moekit jit warm [--shapes M:N:K,..] [--config CFG]  compile (NVRTC) the kernels those shapes use into the disk cache
 //   moekit jit warm --moe PRESET|all [--tokens T,..] [--weights fp8|mxfp4]  the MoE layer's GEMM kernels per T
 //   moekit info                               device, cache directory, version
@@ -28,6 +29,9 @@ void usage() {
       "                              (--explain: the forward's plan per token count, no GPU needed)\n"
       "  bench grouped [--csv|--json] [--reps R] [--no-baseline]\n"
       "                              grouped FP8 GEMMs (contiguous, masked): ours vs cuBLASLt once per expert\n"
+      "  bench ep    [--preset NAME] [--ranks G,...] [--tokens T,...] [--mode ll|ht|both] [--reps R]\n"
+      "                              the expert-parallel layer (moekit::MoeEpLayer) over G GPUs, NCCL's all-to-all\n"
+      "                              of the same bytes as baseline (builds with NCCL only)\n"
       "  jit warm    [--shapes M:N:K,...] [--config CFG]\n"
       "                              compile the kernels those shapes use (or CFG) into the disk cache (no GPU needed)\n"
       "  jit warm    --moe PRESET|all [--tokens T1,T2,...] [--weights fp8|mxfp4]\n"
@@ -50,6 +54,14 @@ int main(int argc, char** argv) {
       if (what == "quant") return moekit::bench::bench_quant_main(argc - 2, argv + 2);
       if (what == "grouped") return moekit::bench::bench_grouped_main(argc - 2, argv + 2);
       if (what == "moe") return moekit::bench::bench_moe_main(argc - 2, argv + 2);
+#ifdef MOEKIT_HAS_NCCL
+      if (what == "ep") return moekit::bench::bench_ep_main(argc - 2, argv + 2);
+#else
+      if (what == "ep") {
+        std::fprintf(stderr, "moekit: bench ep needs a build with NCCL (cmake/nccl.cmake: pip install nvidia-nccl-cu13)\n");
+        return 2;
+      }
+#endif
       std::fprintf(stderr, "moekit: unknown benchmark '%s'\n", what.c_str());
       usage();
       return 2;

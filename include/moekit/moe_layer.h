@@ -27,6 +27,9 @@
 #include "moekit/routing.h"
 
 namespace moekit {
+namespace detail {
+struct MoeLayerAccess;  // the expert-parallel layer's view of a local layer (src/moe/moe_layer_access.h)
+}  // namespace detail
 
 /// How GEMM1 gets its FP8 activations. Either way each token is quantized once (1x128 scales) and
 /// the results are bit-identical; only speed differs.
@@ -200,6 +203,7 @@ class MoeLayer {
   void prepare_kernels(int64_t num_tokens, void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
 
  private:
+  friend struct detail::MoeLayerAccess;
   MoeConfig config_;
   bool prepared_ = false;
   const void* w1p_ = nullptr;

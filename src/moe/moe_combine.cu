@@ -56,6 +56,20 @@ __global__ void __launch_bounds__(kThreads) moe_combine_kernel(const __nv_bfloat
   }
 }
 
+// Block (x, y): columns [x * 2048, +2048) of slots y, y + gridDim.y, ...: one 16-byte copy per
+// thread and kept slot.
+__global__ void __launch_bounds__(kThreads) moe_rows_to_slots_kernel(const uint4* __restrict__ d, int64_t ldd16,
+                                                                     const int32_t* __restrict__ e2p,
+                                                                     int64_t slots, int64_t hidden16,
+                                                                     uint4* __restrict__ out) {
+  const int64_t col = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (col >= hidden16) return;
+  for (int64_t s = blockIdx.y; s < slots; s += gridDim.y) {
+    const int32_t row = e2p[s];
+    if (row >= 0) out[s * hidden16 + col] = d[row * ldd16 + col];
+  }
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
@@ -92,6 +106,21 @@ void detail::moe_combine_with_bias(const void* d, int64_t ldd, const int32_t* ex
   const auto kernel = bias.b2 ? moe_combine_kernel<true> : moe_combine_kernel<false>;
   kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(d), ldd, expanded_to_permuted, topk_weights,
                                         num_tokens, top_k, hidden, static_cast<__nv_bfloat16*>(y), ldy, bias);
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+void detail::moe_rows_to_slots(const void* d, int64_t ldd, const int32_t* expanded_to_permuted, int64_t num_tokens,
+                               int top_k, int64_t hidden, void* out, cudaStream_t stream) {
+  const int64_t slots = num_tokens * top_k;
+  if (slots == 0) return;
+  MOEKIT_REQUIRE(hidden % 8 == 0 && ldd % 8 == 0 && aligned16(d) && aligned16(out), ErrorCode::kMisaligned,
+                 "moekit::detail::moe_rows_to_slots: hidden = ", hidden, " and ldd = ", ldd,
+                 " must be multiples of 8, d and out 16-byte aligned");
+  const int64_t h16 = hidden / 8;
+  const dim3 grid(static_cast<unsigned>((h16 + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(slots < 65535 ? slots : 65535));
+  moe_rows_to_slots_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint4*>(d), ldd / 8, expanded_to_permuted,
+                                                          slots, h16, static_cast<uint4*>(out));
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -19,4 +19,10 @@ void moe_combine_with_bias(const void* d, int64_t ldd, const int32_t* expanded_t
                            int64_t num_tokens, int top_k, int64_t hidden, void* y, int64_t ldy, cudaStream_t stream,
                            const MoeCombineBias& bias);
 
+/// The expert-parallel layer's deterministic rows (MoeForwardRequest::slot_rows): out [T, k, H]
+/// bf16, out[t, j] = d[expanded_to_permuted[t * k + j]] for each kept slot (row >= 0); the rows of
+/// dropped slots are left unwritten. hidden a multiple of 8, d and out 16-byte aligned.
+void moe_rows_to_slots(const void* d, int64_t ldd, const int32_t* expanded_to_permuted, int64_t num_tokens, int top_k,
+                       int64_t hidden, void* out, cudaStream_t stream);
+
 }  // namespace moekit::detail

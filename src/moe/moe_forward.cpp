@@ -195,6 +195,9 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
   }
   if (plan.quantize_in_sort) {
     // done by the sort's launch
+  } else if (plan.prequantized) {  // the quantize pass's zeroing duties
+    MOEKIT_CUDA_CHECK(cudaMemsetAsync(p.counters, 0, kMoeTileCounters * sizeof(unsigned), stream));
+    if (zero_acc) MOEKIT_CUDA_CHECK(cudaMemsetAsync(zero_acc, 0, size_t(t) * size_t(h) * sizeof(float), stream));
   } else if (plan.gather) {
     if (!moe_diag_skip("permute_quant"))
       quantize_tokens_zeroing(r.x, t, h, p.a_perm, p.sa_perm, zero_acc, stream, p.counters, kMoeTileCounters);
@@ -210,10 +213,12 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
   }
 
   // Gathered, GEMM1 reads token rows (row_map / top_k) from the token-major copy in a_perm.
-  const MoeGemm1Args g1{.a = p.a_perm,
-                        .sa = p.sa_perm,
-                        .a_tokens = plan.gather ? p.a_perm : nullptr,
-                        .sa_tokens = plan.gather ? p.sa_perm : nullptr,
+  const void* a_tokens = plan.prequantized ? r.xq : p.a_perm;
+  const float* sa_tokens = plan.prequantized ? r.sxq : p.sa_perm;
+  const MoeGemm1Args g1{.a = plan.prequantized ? a_tokens : p.a_perm,
+                        .sa = plan.prequantized ? sa_tokens : p.sa_perm,
+                        .a_tokens = plan.gather ? a_tokens : nullptr,
+                        .sa_tokens = plan.gather ? sa_tokens : nullptr,
                         .num_tokens = plan.gather ? t : 0,
                         .row_map = plan.gather ? sort.permuted_to_expanded : nullptr,
                         .top_k = plan.gather ? k : 0,
@@ -253,6 +258,11 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
                                           plan.gemm2.dynamic ? p.counters + 1 : nullptr, stream, &plan.gemm2.config,
                                           plan.gemm2.mx_stages);
     moe_stage_mark("gemm2_rows", stream);
+    if (r.slot_rows) {
+      moe_rows_to_slots(p.d2, h, sort.expanded_to_permuted, t, k, h, r.slot_rows, stream);
+      moe_stage_mark("rows_to_slots", stream);
+      return;
+    }
     if (!moe_diag_skip("combine"))
       moe_combine_with_bias(p.d2, h, sort.expanded_to_permuted, weights, t, k, h, r.y, h, stream,
                             MoeCombineBias{r.b2, ids, c.local_offset});

@@ -52,6 +52,14 @@ struct MoeForwardRequest {
   const float* b1 = nullptr;              ///< FP32 [E_local, 2I] (SPEC order) or null
   const float* b2 = nullptr;              ///< FP32 [E_local, H] or null
   void* y = nullptr;                      ///< bf16 [T, H], fully written
+  /// MoePlan::prequantized: the tokens as FP8 [T, H] (row stride H, 16-byte aligned) and their
+  /// 1x128 scales in the physical layout over T rows (numerics.h); x is not read.
+  const void* xq = nullptr;
+  const float* sxq = nullptr;
+  /// Deterministic plans only (MoePlan::gemm2.rows_then_combine), instead of y: each kept slot's
+  /// unweighted GEMM2 row, bf16 [T, k, H] (slot t * k + j; rows of dropped slots are not written).
+  /// The expert-parallel layer sums them in slot order on the token's own rank.
+  void* slot_rows = nullptr;
   int32_t* invalid_count = nullptr;       ///< [1] device: slots with an id outside [-1, E_total)
 };
 

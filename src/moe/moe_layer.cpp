@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "moe/moe_forward.h"
 #include "moe/moe_gemm.h"
+#include "moe/moe_layer_access.h"
 #include "moe/moe_stage_trace.h"
 #include "gemm/gemm_launch.h"
 #include "planning/moe_plan.h"
@@ -343,3 +344,25 @@ void MoeLayer::prepare_kernels(int64_t num_tokens, void* workspace, size_t works
 }
 
 }  // namespace moekit
+
+namespace moekit::detail {
+
+MoeForwardRequest MoeLayerAccess::weights(const MoeLayer& layer, const char* fn) {
+  MOEKIT_REQUIRE(layer.prepared_, kInv, fn, ": weights not prepared (call prepare_weights first)");
+  MoeForwardRequest f;
+  f.w1p = layer.w1p_;
+  f.sw1p = layer.sw1p_;
+  f.w2 = layer.w2_;
+  f.sw2 = layer.sw2_;
+  f.b1 = layer.b1p_;
+  f.b2 = layer.b2p_;
+  return f;
+}
+
+MoePlan MoeLayerAccess::prequantized_plan(const MoeLayer& layer, int64_t num_tokens) {
+  const MoeConfig& c = layer.config_;
+  const size_t sort_scratch = moe_sort_workspace_size(num_tokens, c.top_k, c.local_count);
+  return plan_moe_forward(c, num_tokens, false, device_limits(), sort_scratch, knobs(), true);
+}
+
+}  // namespace moekit::detail

@@ -259,13 +259,15 @@ MoeGemm2Plan plan_moe_gemm2_scatter(int64_t rows, int64_t hidden, int64_t inter,
 }
 
 MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_logits, const GemmDeviceLimits& limits,
-                         size_t sort_scratch_bytes, const Knobs& knobs) {
+                         size_t sort_scratch_bytes, const Knobs& knobs, bool prequantized) {
   MoePlan p;
   p.layer = layer;
   p.num_tokens = num_tokens;
   p.from_logits = from_logits && layer.routing.has_value();
   p.limits = limits;
   p.fused_layout = moe_fused_layout(layer.inter);
+  MOEKIT_REQUIRE(!prequantized || p.fused_layout, ErrorCode::kInvalidArgument,
+                 "moekit: pre-quantized tokens need the fused pipeline (I a multiple of 64), I = ", layer.inter);
   if (!p.fused_layout || num_tokens < 1) return p;
   const int64_t t = num_tokens;
   const int k = layer.top_k, local = layer.local_count;
@@ -275,6 +277,12 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
   // MXFP4 weights: the producer's warps 2 and 3 expand them, so GEMM1 reads the permuted copy.
   const bool mx = layer.weight_format == MoeWeightFormat::kMxfp4;
   p.gather = !mx && gemm1_gathers(layer.gemm1_input, t, layer.hidden, p.load);
+  if (prequantized) {  // the rows are read where they are: only the gather variant can
+    MOEKIT_REQUIRE(!mx && !p.from_logits && t * layer.hidden < (int64_t(1) << 32), ErrorCode::kInvalidArgument,
+                   "moekit: pre-quantized tokens need FP8 weights, caller-routed ids and T * H < 2^32 (T = ", t,
+                   ", H = ", layer.hidden, ")");
+    p.prequantized = p.gather = true;
+  }
   // Routing and sort in one launch for small batches (route_sort.cu has the measurements); with
   // the gather variant that launch, or the single-CTA sort of callers' ids, quantizes the tokens
   // too: the quantize kernel's launch and PDL edge measured ~6 µs of the deepseek-v3 layer at T = 1
@@ -284,8 +292,8 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
     p.quantize_in_sort = p.gather && !skip("permute_quant");
   } else {
     p.sort_single_cta = moe_sort_single_cta(t, k, local);
-    p.quantize_in_sort = p.gather && moe_sort_quantize_applies(t, k, local) && !skip("sort") &&
-                         !skip("permute_quant");
+    p.quantize_in_sort = p.gather && !p.prequantized && moe_sort_quantize_applies(t, k, local) &&
+                         !skip("sort") && !skip("permute_quant");
   }
   p.permute_token_scales = !p.gather && token_scales_pay(t, k, layer.hidden);
 

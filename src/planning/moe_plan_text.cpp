@@ -23,6 +23,7 @@ std::string sort_line(const MoePlan& p) {
 
 std::string activations_line(const MoePlan& p) {
   if (p.gather) {
+    if (p.prequantized) return "quantized by the caller (expert-parallel rows), GEMM1 gathers its rows by token";
     return concat("quantized once per token ", p.quantize_in_sort ? "in the sort's launch" : "(quantize_tokens)",
                   ", GEMM1 gathers its rows by token");
   }

@@ -457,6 +457,33 @@ TEST(MoePlan, WorkspaceHoldsTheSortScratchAndMatchesTheLayersSize) {
   EXPECT_EQ(p1.workspace.bytes, moekit::detail::moe_workspace_plan(64, 8, 7168, 2048, 256, 1000).bytes);
 }
 
+// Pre-quantized tokens (the expert-parallel layer's received rows): GEMM1 gathers them where they
+// are and nothing quantizes, at every T; the other choices are the caller-ids plan's. MXFP4
+// weights, routing from logits and the unfused pipeline cannot take them.
+TEST(MoePlan, PrequantizedTokensAreGatheredInPlace) {
+  const Case& c = case_named("deepseek-v3");
+  MoeConfig m = layer_config(c);
+  m.local_count = 64;
+  m.local_offset = 128;
+  for (int64_t t : {1, 8, 64, 512, 4096, 16384}) {
+    const MoePlan q = plan_moe_forward(m, t, false, GemmDeviceLimits{}, 0, Knobs{}, true);
+    const MoePlan ids = plan_moe_forward(m, t, false, GemmDeviceLimits{}, 0, Knobs{});
+    EXPECT_TRUE(q.prequantized && q.gather) << t;
+    EXPECT_FALSE(q.quantize_in_sort || q.route_sort || q.from_logits) << t;
+    EXPECT_EQ(q.gemm1.config.str(), ids.gemm1.config.str()) << t;
+    EXPECT_EQ(q.gemm2.rows_then_combine, ids.gemm2.rows_then_combine) << t;
+    EXPECT_EQ(q.workspace.bytes, ids.workspace.bytes) << t;
+    EXPECT_FALSE(ids.prequantized);
+  }
+  MoeConfig mx = m;
+  mx.weight_format = moekit::MoeWeightFormat::kMxfp4;
+  EXPECT_THROW(plan_moe_forward(mx, 8, false, GemmDeviceLimits{}, 0, Knobs{}, true), moekit::Error);
+  EXPECT_THROW(plan_moe_forward(m, 8, true, GemmDeviceLimits{}, 0, Knobs{}, true), moekit::Error);
+  MoeConfig unfused = m;
+  unfused.inter = 2016;
+  EXPECT_THROW(plan_moe_forward(unfused, 8, false, GemmDeviceLimits{}, 0, Knobs{}, true), moekit::Error);
+}
+
 // Tile configurations forced through the knobs (MOEKIT_MOE_GEMM1_CONFIG, ..._GEMM2_CONFIG,
 // MOEKIT_GROUPED_CONFIG) replace the heuristic's picks; GEMM1 keeps its 64 x 256 tile.
 TEST(MoePlan, ForcedConfigurationsFromTheKnobs) {

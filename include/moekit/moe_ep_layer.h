@@ -1,0 +1,119 @@
+// moekit — the MoE layer with expert parallelism over NCCL (built when NCCL is found: the
+// `moekit_ep` library, cmake/nccl.cmake). G ranks (one GPU each, one NCCL communicator) split the
+// E experts evenly: rank r owns experts [r·E/G, (r+1)·E/G) and holds only their weights. Each rank
+// passes its own tokens; forward quantizes them once (FP8, 1x128 scales), dispatches them to the
+// ranks that own their experts, runs the local experts there (the kernels of moekit::MoeLayer),
+// and combines the weighted expert outputs back on the token's rank.
+//
+//   y[t] = Σ_j topk_weights[t, j] · W2[e] · quant(silu(g) · u),   as MoeLayer (SPEC §3)
+//
+// Two modes (MoeEpMode):
+//   kLowLatency     decode: every rank sends its max_tokens_per_rank rows to every rank
+//                   (ncclAllGather of the FP8 rows, scales, ids and weights), the owners' expert
+//                   outputs return by an all-to-all of equal blocks. Fixed sizes: no host
+//                   synchronization, CUDA-graph capturable. Bytes scale with G · max_tokens_per_rank.
+//   kHighThroughput prefill: each token goes only to the ranks that own one of its experts, once
+//                   per rank; the counts are exchanged first and forward waits for them on the
+//                   host (not capturable). Bytes scale with the tokens actually routed.
+// Combine: each owner sends back, per token, the sum of its local slots' weighted rows (bf16,
+// rounded once there); the token's rank adds the G partial sums in FP32 in rank order and rounds
+// once to bf16. With MoeConfig::deterministic each owner sends every slot's unweighted bf16 row
+// instead, and the token's rank sums its k slots in slot order exactly as MoeLayer's
+// deterministic combine does: y is bit-identical to a single-GPU MoeLayer with the same
+// configuration (same gemm1_promote_k: give it explicitly, since the automatic choice depends on
+// the expected rows per expert) — k times the combine bytes.
+//
+// Every call marked *collective* must be made by all ranks of the communicator (each on its own
+// device and stream); a rank that blocks on the host (kHighThroughput) blocks until its peers
+// call. One process may drive several GPUs (one thread per rank, e.g. ncclCommInitAll's
+// communicators), as the tests do.
+//
+// Limits of this version: FP8 weights (MXFP4: kInvalidArgument), no per-expert biases, E a
+// multiple of G, caller-provided top-k ids or logits routed on the token's rank.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "moekit/moe_layer.h"
+
+namespace moekit {
+
+/// How tokens travel between ranks (see the top of this header).
+enum class MoeEpMode { kLowLatency, kHighThroughput };
+
+/// Configuration of the expert-parallel layer.
+struct MoeEpConfig {
+  /// The whole model's layer: num_experts = E of the model, routing as for MoeLayer.
+  /// local_offset / local_count must be 0 (they follow from the rank); weight_format kFp8;
+  /// gemm1_input kAuto or kGathered (the received rows are read in place).
+  MoeConfig layer;
+  MoeEpMode mode = MoeEpMode::kLowLatency;
+  /// Every rank's num_tokens is at most this (≥ 1). kLowLatency sends this many rows per rank
+  /// whatever T is; both modes size their buffers by it (workspace_size).
+  int64_t max_tokens_per_rank = 0;
+};
+
+/// One rank's inputs and outputs (device pointers on the rank's device).
+struct MoeEpForwardArgs {
+  int64_t num_tokens = 0;   ///< this rank's T, 0 ≤ T ≤ max_tokens_per_rank (ranks may differ)
+  const void* x = nullptr;  ///< bf16 [T, H], 16-byte aligned
+  void* y = nullptr;        ///< bf16 [T, H], fully written; 16-byte aligned, no overlap with x or the workspace
+  /// Routing as MoeLayer: logits [T, E] (requires MoeConfig::routing) or topk_ids / topk_weights [T, k].
+  const void* logits = nullptr;
+  LogitsType logits_type = LogitsType::kFloat32;
+  const int32_t* topk_ids = nullptr;      ///< −1 = no expert; ids outside [−1, E) are counted and dropped
+  const float* topk_weights = nullptr;
+  int32_t* invalid_count = nullptr;       ///< optional: set to this rank's slots with an id outside [−1, E)
+  void* workspace = nullptr;              ///< 256-byte aligned, ≥ workspace_size() bytes
+  size_t workspace_bytes = 0;
+};
+
+/// The expert-parallel MoE layer of one rank. Not copyable; the communicator is borrowed (it
+/// must outlive the layer and is used on the streams given to forward).
+class MoeEpLayer {
+ public:
+  /// Validates `config` against the communicator (E % G == 0, limits of MoeLayer for the local
+  /// slice, max_tokens_per_rank) and builds the local layer of experts [rank·E/G, (rank+1)·E/G).
+  /// Throws moekit::Error(kInvalidArgument) naming the field. Not collective.
+  MoeEpLayer(const MoeEpConfig& config, ncclComm_t comm);
+  MoeEpLayer(const MoeEpLayer&) = delete;
+  MoeEpLayer& operator=(const MoeEpLayer&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
+  const MoeEpConfig& config() const { return config_; }
+  /// The local slice's MoeLayer configuration (local_offset / local_count set).
+  const MoeConfig& local_config() const { return local_.config(); }
+
+  /// Bytes of the prepared-weight buffer of the local experts (MoeLayer::prepared_weight_bytes).
+  size_t prepared_weight_bytes() const { return local_.prepared_weight_bytes(); }
+  /// Prepares the local experts' weights (E/G experts, as MoeLayer::prepare_weights); biases are
+  /// rejected (kInvalidArgument). Not collective.
+  void prepare_weights(const MoeWeights& local_weights, void* prepared, size_t prepared_bytes, cudaStream_t stream);
+
+  /// Workspace bytes of forward (a function of the configuration and G; needs the device).
+  size_t workspace_size() const;
+
+  /// Collective. Runs the layer for this rank's tokens on `stream` (the current device must be
+  /// the communicator's). kLowLatency: asynchronous, no host synchronization, capturable once the
+  /// kernels are loaded (prepare_kernels). kHighThroughput: synchronizes `stream` once, after the
+  /// counts exchange. Validates every argument before the first collective; a rank that throws
+  /// leaves its peers waiting, so validate inputs consistently on all ranks.
+  void forward(const MoeEpForwardArgs& args, cudaStream_t stream) const;
+
+  /// Collective. One forward with no tokens on this rank (kLowLatency: the full-capacity forward
+  /// every call runs), then synchronizes `stream`: loads every kernel, so later kLowLatency
+  /// forwards can be captured in a CUDA graph.
+  void prepare_kernels(void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
+
+ private:
+  MoeEpConfig config_;
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0, world_ = 1, device_ = 0;
+  MoeLayer local_;
+};
+
+}  // namespace moekit

@@ -1,0 +1,326 @@
+// The expert-parallel MoE layer (include/moekit/moe_ep_layer.h): validation, the workspace
+// layout, and the forward — quantize at the source, route (ep_kernels), NCCL dispatch, the local
+// experts through the MoE layer's own forward on the received FP8 rows, NCCL return, and the
+// final sums by moekit::moe_combine on the token's rank.
+#include "moekit/moe_ep_layer.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/check.h"
+#include "ep/ep_kernels.h"
+#include "ep/nccl_group.h"
+#include "moe/moe_forward.h"
+#include "moe/moe_layer_access.h"
+#include "moe/moe_stage_trace.h"
+#include "moe/workspace_carver.h"
+#include "moekit/moe_ops.h"
+#include "moekit/numerics.h"
+#include "moekit/quantize.h"
+#include "moekit/routing.h"
+#include "runtime/pdl.h"
+
+namespace moekit {
+namespace {
+
+constexpr auto kInv = ErrorCode::kInvalidArgument;
+
+struct CommFacts {
+  int rank = 0, world = 1, device = 0;
+};
+
+CommFacts comm_facts(ncclComm_t comm) {
+  MOEKIT_REQUIRE(comm != nullptr, kInv, "moekit::MoeEpLayer: the NCCL communicator is null");
+  CommFacts f;
+  detail::check_nccl(ncclCommCount(comm, &f.world), "ncclCommCount");
+  detail::check_nccl(ncclCommUserRank(comm, &f.rank), "ncclCommUserRank");
+  detail::check_nccl(ncclCommCuDevice(comm, &f.device), "ncclCommCuDevice");
+  return f;
+}
+
+// Validates the expert-parallel fields and returns the local slice's MoeLayer configuration.
+MoeConfig local_layer_config(const MoeEpConfig& c, ncclComm_t comm) {
+  const char* fn = "moekit::MoeEpLayer";
+  const CommFacts f = comm_facts(comm);
+  const MoeConfig& l = c.layer;
+  MOEKIT_REQUIRE(f.world <= detail::kEpMaxRanks, kInv, fn, ": ", f.world, " ranks; at most ", detail::kEpMaxRanks);
+  MOEKIT_REQUIRE(l.local_offset == 0 && l.local_count == 0, kInv, fn,
+                 ": layer.local_offset / local_count must be 0 (each rank's slice follows from its rank)");
+  MOEKIT_REQUIRE(l.num_experts > 0 && l.num_experts % f.world == 0, kInv, fn, ": layer.num_experts = ", l.num_experts,
+                 " must be a positive multiple of the ranks (", f.world, ")");
+  MOEKIT_REQUIRE(l.weight_format == MoeWeightFormat::kFp8, kInv, fn,
+                 ": only FP8 weights with expert parallelism in this version (weight_format kMxfp4)");
+  MOEKIT_REQUIRE(l.gemm1_input != MoeGemm1Input::kPermuted, kInv, fn,
+                 ": gemm1_input kPermuted: the received rows are read in place (kAuto or kGathered)");
+  MOEKIT_REQUIRE(l.inter % 64 == 0, kInv, fn, ": layer.inter = ", l.inter,
+                 " must be a multiple of 64 with expert parallelism (the fused pipeline)");
+  const int64_t cap = c.max_tokens_per_rank;
+  MOEKIT_REQUIRE(cap >= 1, kInv, fn, ": max_tokens_per_rank = ", cap, " must be >= 1");
+  MOEKIT_REQUIRE(l.hidden > 0 && l.top_k > 0 && cap * f.world * l.top_k < (int64_t(1) << 31) &&
+                     cap * f.world * l.hidden < (int64_t(1) << 32),
+                 kInv, fn, ": max_tokens_per_rank = ", cap, " is too large for ", f.world,
+                 " ranks (ranks * max_tokens_per_rank * k < 2^31 and * H < 2^32)");
+  MoeLayer::validate(l);
+  MoeConfig local = l;
+  local.local_count = l.num_experts / f.world;
+  local.local_offset = f.rank * local.local_count;
+  local.routing.reset();  // the token's rank routes; the owners get ids
+  local.gemm1_input = MoeGemm1Input::kGathered;
+  return local;
+}
+
+bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+bool overlap(const void* a, size_t na, const void* b, size_t nb) {
+  if (!a || !b || na == 0 || nb == 0) return false;
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + nb && y < x + na;
+}
+
+// The workspace regions (null while measuring). C = max_tokens_per_rank, R = G · C rows received
+// at most; low latency sends C rows to everyone, high throughput G blocks of C rows.
+struct EpRegions {
+  int32_t* ids;  // routed from logits [C, k]
+  float* weights;
+  int32_t* invalid;
+  uint8_t* xq;  // high throughput: this rank's quantized tokens [C, H] and scales (physical over T)
+  float* sxq;
+  uint8_t* send_x;  // low latency [C, H]; high throughput [G, C, H]
+  float* send_sx;   // token-major [C or G·C, kb]
+  int32_t* send_ids;
+  float* send_w;
+  int32_t* pos;     // [C, G]
+  int32_t* counts;  // [2G]: sent to each rank, received from each rank
+  int32_t* map;     // [C, max(G, k)]
+  float* ones;      // [C, G]
+  uint8_t* recv_x;  // [R, H]
+  float* recv_sx;   // [R, kb] token-major
+  int32_t* recv_ids;
+  float* recv_w;
+  float* sx_phys;   // [kb, sfa_ld(R)]
+  int32_t* local_invalid;
+  uint16_t* y_local;  // [R, H] partial sums, or deterministic [R, k, H] slot rows
+  uint16_t* back;     // the same, returned: [G, C, H] or [G, C, k, H]
+  void* local_ws;
+  size_t local_ws_bytes;
+  size_t bytes;
+};
+
+EpRegions carve(const MoeEpConfig& c, const MoeConfig& local, int world, char* base) {
+  detail::WorkspaceCarver w{base};
+  const int64_t cap = c.max_tokens_per_rank, rows = cap * world, h = c.layer.hidden, k = c.layer.top_k;
+  const int64_t kb = ceil_div(h, kQuantBlock);
+  const bool ht = c.mode == MoeEpMode::kHighThroughput;
+  const int64_t blocks = ht ? world : 1;
+  const int64_t out_cols = c.layer.deterministic ? k * h : h;
+  EpRegions r{};
+  r.ids = w.take<int32_t>(c.layer.routing ? cap * k : 0);
+  r.weights = w.take<float>(c.layer.routing ? cap * k : 0);
+  r.invalid = w.take<int32_t>(1);
+  r.xq = w.take<uint8_t>(ht ? cap * h : 0);
+  r.sxq = w.take<float>(ht ? sfa_physical_size(cap, h) : 0);
+  r.send_x = w.take<uint8_t>(blocks * cap * h);
+  r.send_sx = w.take<float>(blocks * cap * kb);
+  r.send_ids = w.take<int32_t>(blocks * cap * k);
+  r.send_w = w.take<float>(blocks * cap * k);
+  r.pos = w.take<int32_t>(ht ? cap * world : 0);
+  r.counts = w.take<int32_t>(2 * world);
+  r.map = w.take<int32_t>(cap * std::max<int64_t>(world, k));
+  r.ones = w.take<float>(cap * world);
+  r.recv_x = w.take<uint8_t>(rows * h);
+  r.recv_sx = w.take<float>(rows * kb);
+  r.recv_ids = w.take<int32_t>(rows * k);
+  r.recv_w = w.take<float>(rows * k);
+  r.sx_phys = w.take<float>(sfa_physical_size(rows, h));
+  r.local_invalid = w.take<int32_t>(1);
+  r.y_local = w.take<uint16_t>(rows * out_cols);
+  r.back = w.take<uint16_t>(rows * out_cols);
+  r.local_ws_bytes = detail::moe_forward_workspace_size(rows, local.top_k, h, local.inter, local.local_count);
+  r.local_ws = w.take<char>(static_cast<int64_t>(r.local_ws_bytes));
+  r.bytes = w.used;
+  return r;
+}
+
+void nccl_group_start() { detail::check_nccl(ncclGroupStart(), "ncclGroupStart"); }
+void nccl_group_end() { detail::check_nccl(ncclGroupEnd(), "ncclGroupEnd"); }
+
+void send_recv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, int peer, ncclComm_t comm,
+               cudaStream_t stream) {
+  if (send_bytes) detail::check_nccl(ncclSend(send, send_bytes, ncclUint8, peer, comm, stream), "ncclSend");
+  if (recv_bytes) detail::check_nccl(ncclRecv(recv, recv_bytes, ncclUint8, peer, comm, stream), "ncclRecv");
+}
+
+}  // namespace
+
+MoeEpLayer::MoeEpLayer(const MoeEpConfig& config, ncclComm_t comm)
+    : config_(config), comm_(comm), local_(local_layer_config(config, comm)) {
+  const CommFacts f = comm_facts(comm);
+  rank_ = f.rank;
+  world_ = f.world;
+  device_ = f.device;
+}
+
+void MoeEpLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepared_bytes, cudaStream_t stream) {
+  MOEKIT_REQUIRE(w.b1 == nullptr && w.b2 == nullptr, kInv,
+                 "moekit::MoeEpLayer::prepare_weights: per-expert biases are not supported with expert parallelism "
+                 "in this version");
+  local_.prepare_weights(w, prepared, prepared_bytes, stream);
+}
+
+size_t MoeEpLayer::workspace_size() const { return carve(config_, local_.config(), world_, nullptr).bytes; }
+
+void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
+  const char* fn = "moekit::MoeEpLayer::forward";
+  const MoeConfig& c = config_.layer;
+  const int64_t t = a.num_tokens, cap = config_.max_tokens_per_rank, h = c.hidden;
+  const int k = c.top_k, g = world_;
+  MOEKIT_REQUIRE(t >= 0 && t <= cap, kInv, fn, ": num_tokens = ", t, " must be in [0, max_tokens_per_rank = ", cap,
+                 "]");
+  int dev = -1;
+  MOEKIT_CUDA_CHECK(cudaGetDevice(&dev));
+  MOEKIT_REQUIRE(dev == device_, kInv, fn, ": the current device ", dev, " is not the communicator's (", device_, ")");
+  const bool from_logits = a.logits != nullptr;
+  const bool from_ids = a.topk_ids != nullptr || a.topk_weights != nullptr;
+  MOEKIT_REQUIRE(!(from_logits && from_ids), kInv, fn, ": give either logits or topk_ids/topk_weights, not both");
+  MOEKIT_REQUIRE(!from_logits || c.routing, kInv, fn, ": logits given but the layer has no routing configuration");
+  if (t > 0) {
+    MOEKIT_REQUIRE(from_logits || (a.topk_ids && a.topk_weights), kInv, fn,
+                   ": routing input missing: give logits or both topk_ids and topk_weights");
+    MOEKIT_REQUIRE(a.x && a.y, kInv, fn, ": x and y are required with num_tokens = ", t);
+    MOEKIT_REQUIRE(aligned(a.x, 16) && aligned(a.y, 16), ErrorCode::kMisaligned, fn, ": x and y must be 16-byte aligned");
+    MOEKIT_REQUIRE(aligned(a.topk_ids, 4) && aligned(a.topk_weights, 4), ErrorCode::kMisaligned, fn,
+                   ": topk_ids and topk_weights must be 4-byte aligned");
+  }
+  MOEKIT_REQUIRE(aligned(a.invalid_count, 4), ErrorCode::kMisaligned, fn, ": invalid_count must be 4-byte aligned");
+  const size_t need = workspace_size();
+  MOEKIT_REQUIRE(a.workspace != nullptr && a.workspace_bytes >= need, kInv, fn, ": workspace too small: ",
+                 a.workspace_bytes, " bytes, workspace_size() = ", need);
+  MOEKIT_REQUIRE(aligned(a.workspace, 256), ErrorCode::kMisaligned, fn, ": workspace must be 256-byte aligned");
+  const size_t xy = size_t(t) * size_t(h) * 2;
+  MOEKIT_REQUIRE(!overlap(a.y, xy, a.x, xy) && !overlap(a.y, xy, a.workspace, need), kInv, fn,
+                 ": y overlaps x or the workspace");
+
+  const EpRegions r = carve(config_, local_.config(), g, static_cast<char*>(a.workspace));
+  detail::moe_stage_begin(stream);  // `moekit bench ep`'s stage times
+  const bool ht = config_.mode == MoeEpMode::kHighThroughput;
+  const bool det = c.deterministic;
+  const int64_t kb = ceil_div(h, kQuantBlock);
+  const int32_t* ids = a.topk_ids;
+  const float* weights = a.topk_weights;
+  if (from_logits && t > 0) {
+    route(*c.routing, a.logits, a.logits_type, t, r.ids, r.weights, stream);
+    ids = r.ids;
+    weights = r.weights;
+  }
+
+  // 1. Quantize once at the source and find each token's ranks and rows there.
+  const detail::EpScaleLayout token_major{1, kb};
+  detail::EpRouteArgs ra;
+  ra.ids = ids;
+  ra.weights = weights;
+  ra.num_tokens = t;
+  ra.top_k = k;
+  ra.num_experts = c.num_experts;
+  ra.world = g;
+  ra.capacity = cap;
+  ra.compact = ht;
+  ra.pos = r.pos;
+  ra.send_counts = r.counts;
+  ra.send_ids = ht ? nullptr : r.send_ids;
+  ra.send_weights = ht ? nullptr : r.send_w;
+  ra.deterministic = det;
+  ra.combine_map = r.map;
+  ra.ones = r.ones;
+  ra.invalid_count = a.invalid_count ? a.invalid_count : r.invalid;
+  if (t > 0) {
+    uint8_t* q = ht ? r.xq : r.send_x;
+    float* sq = ht ? r.sxq : r.sx_phys;  // low latency: the physical scales pass through sx_phys
+    quantize_act_1x128(a.x, h, t, h, q, h, sq, false, stream);
+    if (!ht) detail::ep_copy_scales(sq, {sfa_ld(t), 1}, r.send_sx, token_major, t, h, stream);
+  }
+  detail::ep_route(ra, stream);
+  if (ht)
+    detail::ep_pack_rows(r.xq, r.sxq, ids, weights, r.pos, t, h, k, c.num_experts, g, cap, r.send_x, r.send_sx,
+                         r.send_ids, r.send_w, stream);
+  detail::moe_stage_mark("ep_quantize_route", stream);
+
+  // 2. Dispatch.
+  int64_t received = g * cap;
+  std::vector<int32_t> counts(size_t(2 * g), 0);
+  std::vector<int64_t> offset(size_t(g) + 1, 0);
+  if (ht) {
+    nccl_group_start();
+    for (int p = 0; p < g; ++p) send_recv(r.counts + p, 4, r.counts + g + p, 4, p, comm_, stream);
+    nccl_group_end();
+    MOEKIT_CUDA_CHECK(cudaMemcpyAsync(counts.data(), r.counts, counts.size() * 4, cudaMemcpyDeviceToHost, stream));
+    MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int p = 0; p < g; ++p) offset[size_t(p) + 1] = offset[size_t(p)] + counts[size_t(g + p)];
+    received = offset[size_t(g)];
+    nccl_group_start();
+    for (int p = 0; p < g; ++p) {
+      const size_t ns = size_t(counts[size_t(p)]), nr = size_t(counts[size_t(g + p)]);
+      const int64_t sb = int64_t(p) * cap, rb = offset[size_t(p)];
+      send_recv(r.send_x + sb * h, ns * h, r.recv_x + rb * h, nr * h, p, comm_, stream);
+      send_recv(r.send_sx + sb * kb, ns * kb * 4, r.recv_sx + rb * kb, nr * kb * 4, p, comm_, stream);
+      send_recv(r.send_ids + sb * k, ns * k * 4, r.recv_ids + rb * k, nr * k * 4, p, comm_, stream);
+      send_recv(r.send_w + sb * k, ns * k * 4, r.recv_w + rb * k, nr * k * 4, p, comm_, stream);
+    }
+    nccl_group_end();
+  } else {
+    nccl_group_start();
+    detail::check_nccl(ncclAllGather(r.send_x, r.recv_x, size_t(cap * h), ncclUint8, comm_, stream), "ncclAllGather");
+    detail::check_nccl(ncclAllGather(r.send_sx, r.recv_sx, size_t(cap * kb), ncclFloat32, comm_, stream),
+                       "ncclAllGather");
+    detail::check_nccl(ncclAllGather(r.send_ids, r.recv_ids, size_t(cap * k), ncclInt32, comm_, stream),
+                       "ncclAllGather");
+    detail::check_nccl(ncclAllGather(r.send_w, r.recv_w, size_t(cap * k), ncclFloat32, comm_, stream),
+                       "ncclAllGather");
+    nccl_group_end();
+  }
+
+  detail::moe_stage_mark("ep_dispatch", stream);
+
+  // 3. The local experts on the received rows: the MoE layer's forward, its choices for R rows.
+  if (received > 0) {
+    detail::ep_copy_scales(r.recv_sx, token_major, r.sx_phys, {sfa_ld(received), 1}, received, h, stream);
+    const detail::MoePlan plan = detail::MoeLayerAccess::prequantized_plan(local_, received);
+    detail::MoeForwardRequest f = detail::MoeLayerAccess::weights(local_, fn);
+    f.xq = r.recv_x;
+    f.sxq = r.sx_phys;
+    f.topk_ids = r.recv_ids;
+    f.topk_weights = r.recv_w;
+    (det ? f.slot_rows : f.y) = r.y_local;
+    f.invalid_count = r.local_invalid;
+    const detail::PdlScope pdl(true);
+    detail::moe_forward(plan, f, r.local_ws, r.local_ws_bytes, stream);
+  }
+
+  // 4. Combine: every owner returns its rows for the token's rank, which sums them.
+  const int64_t cols = det ? int64_t(k) * h : h;  // bf16 elements per returned row
+  nccl_group_start();
+  for (int p = 0; p < g; ++p) {
+    const int64_t n_back = ht ? counts[size_t(p)] : cap;          // rows p returns to us
+    const int64_t n_out = ht ? counts[size_t(g + p)] : cap;       // rows we return to p
+    const int64_t out_at = ht ? offset[size_t(p)] : int64_t(p) * cap;
+    send_recv(r.y_local + out_at * cols, size_t(n_out * cols) * 2, r.back + int64_t(p) * cap * cols,
+              size_t(n_back * cols) * 2, p, comm_, stream);
+  }
+  nccl_group_end();
+  if (t > 0) {
+    if (det)
+      moe_combine(r.back, h, r.map, weights, t, k, h, a.y, h, stream);
+    else
+      moe_combine(r.back, h, r.map, r.ones, t, g, h, a.y, h, stream);
+  }
+  detail::moe_stage_mark("ep_combine", stream);
+}
+
+void MoeEpLayer::prepare_kernels(void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
+  MoeEpForwardArgs a;
+  a.workspace = workspace;
+  a.workspace_bytes = workspace_bytes;
+  forward(a, stream);
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace moekit
