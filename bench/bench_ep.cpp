@@ -1,7 +1,8 @@
 // `moekit bench ep`: the expert-parallel layer (moekit::MoeEpLayer) of one preset over G GPUs of
 // this machine, one thread per rank in this process. Per G, mode and T (tokens per rank): the
 // dispatch (quantize, route, pack and NCCL transfer), the local experts and the combine (NCCL
-// transfer and the sum on the token's rank), each the median over the reps of the slowest rank;
+// transfer and the sum on the token's rank), each the median over the reps of the slowest rank
+// (the combine: of the fastest, whose peers are all done when it starts, so no waiting counts);
 // the bytes each moves to other ranks and their GB/s; and, in the same run, NCCL's own all-to-all
 // of the same bytes per rank (equal blocks), the baseline of the transfers.
 #include <algorithm>
@@ -217,12 +218,15 @@ StageTimes time_layer(const Preset& p, const detail::NcclGroup& group, std::vect
     cudaEventDestroy(trace.start);
     for (auto& e : trace.events) cudaEventDestroy(e);
   });
+  // Combine: the rank whose experts finish last waits for no peer there, so its combine is the
+  // combine's own cost (the others' include waiting for it).
   StageTimes m;
+  m.combine = per_rank[0].combine;
   for (const StageTimes& s : per_rank) {
     m.dispatch = std::max(m.dispatch, s.dispatch);
     m.prep = std::max(m.prep, s.prep);
     m.experts = std::max(m.experts, s.experts);
-    m.combine = std::max(m.combine, s.combine);
+    m.combine = std::min(m.combine, s.combine);
     m.total = std::max(m.total, s.total);
   }
   return m;
@@ -268,7 +272,8 @@ int bench_ep_main(int argc, char** argv) {
               p->name, p->e, p->k, (long long)p->h, (long long)p->inter, visible, reps);
   std::printf("# dispatch = quantize + route + pack (prep) + NCCL transfer; combine = NCCL transfer + sum on the token's rank;\n"
               "# ll: replays of a captured forward; ht: eager (a host sync for the counts); the ranks start each rep together;\n"
-              "# times: median over the reps of the slowest rank; MB: bytes each rank sends to the other ranks;\n"
+              "# times: median over the reps of the slowest rank (combine: of the fastest, the one no peer keeps waiting);\n"
+              "# MB: bytes each rank sends to the other ranks;\n"
               "# NCCL a2a: ncclSend/ncclRecv all-to-all of the same bytes per rank (equal blocks), this run.\n"
               "# Communication does not overlap the GEMMs in this version (the stages run in sequence).\n");
   std::printf("%2s %-4s %6s | %9s %7s %7s %8s %9s %6s | %9s %7s %8s %9s %6s | %9s %9s\n", "G", "mode", "T/rank",

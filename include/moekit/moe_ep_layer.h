@@ -13,8 +13,9 @@
 //                   outputs return by an all-to-all of equal blocks. Fixed sizes: no host
 //                   synchronization, CUDA-graph capturable. Bytes scale with G · max_tokens_per_rank.
 //   kHighThroughput prefill: each token goes only to the ranks that own one of its experts, once
-//                   per rank; the counts are exchanged first and forward waits for them on the
-//                   host (not capturable). Bytes scale with the tokens actually routed.
+//                   per rank; the counts are exchanged first (while the rows are packed) and
+//                   forward waits for them on the host (not capturable). Bytes scale with the
+//                   tokens actually routed.
 // Combine: each owner sends back, per token, the sum of its local slots' weighted rows (bf16,
 // rounded once there); the token's rank adds the G partial sums in FP32 in rank order and rounds
 // once to bf16. With MoeConfig::deterministic each owner sends every slot's unweighted bf16 row
@@ -76,9 +77,11 @@ struct MoeEpForwardArgs {
 class MoeEpLayer {
  public:
   /// Validates `config` against the communicator (E % G == 0, limits of MoeLayer for the local
-  /// slice, max_tokens_per_rank) and builds the local layer of experts [rank·E/G, (rank+1)·E/G).
-  /// Throws moekit::Error(kInvalidArgument) naming the field. Not collective.
+  /// slice, max_tokens_per_rank) and builds the local layer of experts [rank·E/G, (rank+1)·E/G)
+  /// (kHighThroughput: also a stream and an event on the communicator's device). Throws
+  /// moekit::Error(kInvalidArgument) naming the field. Not collective.
   MoeEpLayer(const MoeEpConfig& config, ncclComm_t comm);
+  ~MoeEpLayer();
   MoeEpLayer(const MoeEpLayer&) = delete;
   MoeEpLayer& operator=(const MoeEpLayer&) = delete;
 
@@ -99,8 +102,9 @@ class MoeEpLayer {
 
   /// Collective. Runs the layer for this rank's tokens on `stream` (the current device must be
   /// the communicator's). kLowLatency: asynchronous, no host synchronization, capturable once the
-  /// kernels are loaded (prepare_kernels). kHighThroughput: synchronizes `stream` once, after the
-  /// counts exchange. Validates every argument before the first collective; a rank that throws
+  /// kernels are loaded (prepare_kernels). kHighThroughput: the host waits once for the counts
+  /// exchange (its own stream, after the routing; the caller's stream is not synchronized).
+  /// Validates every argument before the first collective; a rank that throws
   /// leaves its peers waiting, so validate inputs consistently on all ranks.
   void forward(const MoeEpForwardArgs& args, cudaStream_t stream) const;
 
@@ -114,6 +118,10 @@ class MoeEpLayer {
   ncclComm_t comm_ = nullptr;
   int rank_ = 0, world_ = 1, device_ = 0;
   MoeLayer local_;
+  // High throughput: the counts exchange runs on side_ while the tokens are packed on the
+  // caller's stream (routed_ orders it after the routing).
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t routed_ = nullptr;
 };
 
 }  // namespace moekit

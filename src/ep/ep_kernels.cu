@@ -4,161 +4,222 @@
 #include <algorithm>
 
 #include <cub/block/block_reduce.cuh>
-#include <cub/block/block_scan.cuh>
 
 #include "common/check.h"
+#include "moe/quantize_scatter_device.cuh"
 #include "moekit/numerics.h"
 
 namespace moekit::detail {
 namespace {
 
-constexpr int kRouteThreads = 1024;
+constexpr int kTokenThreads = 256;
+constexpr int kScanThreads = 1024;
+constexpr int kPackThreads = 256;
 
-// One CTA walks the tokens in chunks of kRouteThreads (one token per thread). A token's
-// destination set is the mask of ranks owning one of its valid ids; per rank, its row is either
-// the token index (low latency) or its rank among that rank's tokens: an exclusive block scan per
-// rank and chunk, carried across chunks.
-__global__ void __launch_bounds__(kRouteThreads) ep_route_kernel(EpRouteArgs a) {
-  using Scan = cub::BlockScan<int, kRouteThreads>;
-  using Reduce = cub::BlockReduce<int, kRouteThreads>;
-  __shared__ typename Scan::TempStorage scan_tmp;
+// The combine map entries of token t, given its row in each rank's block (row_of[p], −1: none).
+__device__ __forceinline__ void write_combine_map(const EpSourceArgs& a, int64_t t, const int* row_of,
+                                                  int per_rank) {
+  if (a.deterministic) {
+    for (int j = 0; j < a.top_k; ++j) {
+      const int32_t id = a.ids[t * a.top_k + j];
+      int32_t m = -1;
+      if (id >= 0 && id < a.num_experts) {
+        const int p = id / per_rank;
+        m = int32_t((p * a.capacity + row_of[p]) * a.top_k + j);
+      }
+      a.combine_map[t * a.top_k + j] = m;
+    }
+  } else {
+    for (int p = 0; p < a.world; ++p) {
+      a.combine_map[t * a.world + p] = row_of[p] >= 0 ? int32_t(p * a.capacity + row_of[p]) : -1;
+      a.ones[t * a.world + p] = 1.0f;
+    }
+  }
+}
+
+// One thread per row of the capacity: the token's destination mask and invalid ids; low latency
+// also its record's routing (the padding rows ≥ T too) and its combine map (row t everywhere).
+__global__ void __launch_bounds__(kTokenThreads) ep_route_tokens_kernel(EpSourceArgs a) {
+  using Reduce = cub::BlockReduce<int, kTokenThreads>;
   __shared__ typename Reduce::TempStorage reduce_tmp;
-  __shared__ int carried[kEpMaxRanks];
-  __shared__ int chunk_total;
-  const int tid = int(threadIdx.x);
   const int per_rank = a.num_experts / a.world;
-  if (tid < kEpMaxRanks) carried[tid] = 0;
+  const int64_t t = int64_t(blockIdx.x) * kTokenThreads + threadIdx.x;
   int invalid = 0;
-  __syncthreads();
-  for (int64_t base = 0; base < a.num_tokens; base += kRouteThreads) {
-    const int64_t t = base + tid;
+  if (t < a.capacity) {
     const bool live = t < a.num_tokens;
+    float* rec = a.compact ? nullptr : a.send_meta + t * EpMeta{int(ceil_div(a.hidden, kQuantBlock)), a.top_k}.words() +
+                                           ceil_div(a.hidden, kQuantBlock);
     uint32_t mask = 0;
-    if (live) {
-      for (int j = 0; j < a.top_k; ++j) {
-        const int32_t id = a.ids[t * a.top_k + j];
+    for (int j0 = 0; j0 < a.top_k; j0 += 8) {  // 8 loads in flight, then the work
+      int32_t id8[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) id8[u] = live && j0 + u < a.top_k ? a.ids[t * a.top_k + j0 + u] : -1;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        if (j0 + u >= a.top_k) break;
+        const int32_t id = id8[u];
         const bool ok = id >= 0 && id < a.num_experts;
         invalid += (id < -1 || id >= a.num_experts) ? 1 : 0;
         if (ok) mask |= 1u << (id / per_rank);
-        if (a.send_ids) {
-          a.send_ids[t * a.top_k + j] = ok ? id : -1;
-          a.send_weights[t * a.top_k + j] = a.weights[t * a.top_k + j];
+        if (rec) {
+          rec[j0 + u] = __int_as_float(ok ? id : -1);
+          rec[a.top_k + j0 + u] = live ? a.weights[t * a.top_k + j0 + u] : 0.0f;
         }
       }
     }
-    int row_of[kEpMaxRanks];
+    if (a.compact) {
+      if (live) a.masks[t] = mask;
+    } else if (live) {
+      int row_of[kEpMaxRanks];
+      for (int p = 0; p < a.world; ++p) row_of[p] = (mask >> p) & 1u ? int(t) : -1;
+      write_combine_map(a, t, row_of, per_rank);
+    }
+  }
+  const int block_invalid = Reduce(reduce_tmp).Sum(invalid);
+  if (threadIdx.x == 0 && a.invalid_count && block_invalid) atomicAdd(a.invalid_count, block_invalid);
+}
+
+// Compact rows, one CTA over the tokens in chunks of kScanThreads: per rank, a ballot gives a
+// token's rank within its warp and the warps' counts, which one lane per rank scans over the
+// warps, carried across chunks.
+__global__ void __launch_bounds__(kScanThreads) ep_route_positions_kernel(EpSourceArgs a) {
+  constexpr int kWarps = kScanThreads / 32;
+  __shared__ int warp_first[kEpMaxRanks][kWarps];
+  __shared__ int carried[kEpMaxRanks];
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  if (tid < kEpMaxRanks) carried[tid] = 0;
+  __syncthreads();
+  for (int64_t base = 0; base < a.num_tokens; base += kScanThreads) {
+    const int64_t t = base + tid;
+    const uint32_t mask = t < a.num_tokens ? a.masks[t] : 0u;
+    uint32_t below[kEpMaxRanks];
     for (int p = 0; p < a.world; ++p) {
-      const int flag = int((mask >> p) & 1u);
-      int row = int(t);
-      if (a.compact) {
-        int excl = 0;
-        Scan(scan_tmp).ExclusiveSum(flag, excl);
-        if (tid == kRouteThreads - 1) chunk_total = excl + flag;
-        __syncthreads();
-        row = carried[p] + excl;
-        __syncthreads();
-        if (tid == 0) carried[p] += chunk_total;
-        if (live) a.pos[t * a.world + p] = flag ? row : -1;
-      }
-      row_of[p] = flag ? row : -1;
-      if (live && !a.deterministic) {
-        a.combine_map[t * a.world + p] = flag ? int32_t(p * a.capacity + row) : -1;
-        a.ones[t * a.world + p] = 1.0f;
-      }
-    }
-    if (live && a.deterministic) {
-      for (int j = 0; j < a.top_k; ++j) {
-        const int32_t id = a.ids[t * a.top_k + j];
-        int32_t m = -1;
-        if (id >= 0 && id < a.num_experts) {
-          const int p = id / per_rank;
-          m = int32_t((p * a.capacity + row_of[p]) * a.top_k + j);
-        }
-        a.combine_map[t * a.top_k + j] = m;
-      }
+      const uint32_t b = __ballot_sync(0xFFFFFFFFu, (mask >> p) & 1u);
+      below[p] = __popc(b & ((1u << lane) - 1u));
+      if (lane == 0) warp_first[p][warp] = __popc(b);
     }
     __syncthreads();
-  }
-  if (a.send_ids) {  // the padding rows of the low-latency block
-    for (int64_t i = a.num_tokens * a.top_k + tid; i < a.capacity * a.top_k; i += kRouteThreads) {
-      a.send_ids[i] = -1;
-      a.send_weights[i] = 0.0f;
+    if (warp == 0 && lane < a.world) {  // lane p: rank p's warps, in order
+      int run = carried[lane];
+      for (int w = 0; w < kWarps; ++w) {
+        const int n = warp_first[lane][w];
+        warp_first[lane][w] = run;
+        run += n;
+      }
+      carried[lane] = run;
     }
+    __syncthreads();
+    if (t < a.num_tokens)
+      for (int p = 0; p < a.world; ++p)
+        a.pos[t * a.world + p] = (mask >> p) & 1u ? warp_first[p][warp] + int(below[p]) : -1;
+    __syncthreads();  // warp_first is rewritten by the next chunk
   }
-  const int total_invalid = Reduce(reduce_tmp).Sum(invalid);
-  if (tid == 0 && a.invalid_count) *a.invalid_count = total_invalid;
-  if (a.compact && tid < a.world) a.send_counts[tid] = carried[tid];
+  if (tid < a.world) a.send_counts[tid] = carried[tid];
 }
 
-constexpr int kPackThreads = 128;
-
-// Block b: tokens b, b + gridDim.x, ...; for each rank the token goes to, the block copies its FP8
-// row (16 bytes a thread), its scales and its ids / weights into that rank's block.
-__global__ void __launch_bounds__(kPackThreads)
-    ep_pack_rows_kernel(const uint8_t* __restrict__ xq, const float* __restrict__ sxq, const int32_t* __restrict__ ids,
-                        const float* __restrict__ weights, const int32_t* __restrict__ pos, int64_t num_tokens,
-                        int64_t hidden, int top_k, int num_experts, int world, int64_t capacity,
-                        uint8_t* __restrict__ send_x, float* __restrict__ send_sx, int32_t* __restrict__ send_ids,
-                        float* __restrict__ send_w) {
-  const int64_t kb_n = ceil_div(hidden, kQuantBlock);
-  const int64_t ld = sfa_ld(num_tokens);
-  for (int64_t t = blockIdx.x; t < num_tokens; t += gridDim.x) {
-    for (int p = 0; p < world; ++p) {
-      const int32_t row = pos[t * world + p];
-      if (row < 0) continue;
-      const int64_t dst = int64_t(p) * capacity + row;
-      const uint4* s = reinterpret_cast<const uint4*>(xq + t * hidden);
-      uint4* d = reinterpret_cast<uint4*>(send_x + dst * hidden);
-      for (int64_t c = threadIdx.x; c < hidden / 16; c += kPackThreads) d[c] = s[c];
-      for (int64_t kb = threadIdx.x; kb < kb_n; kb += kPackThreads) send_sx[dst * kb_n + kb] = sxq[kb * ld + t];
-      for (int j = int(threadIdx.x); j < top_k; j += kPackThreads) {
-        const int32_t id = ids[t * top_k + j];
-        send_ids[dst * top_k + j] = (id >= 0 && id < num_experts) ? id : -1;
-        send_w[dst * top_k + j] = weights[t * top_k + j];
+// One warp per unit (token t, 2U consecutive 128-column groups): quantizes the unit once, as the
+// MoE layer's own quantization does (quantize_unit), and stores its FP8 codes and scales into
+// every destination row of the token; compact, the first unit's warp also writes the records'
+// routing and the token's combine map.
+template <int U>
+__global__ void __launch_bounds__(kPackThreads) ep_quantize_pack_kernel(EpSourceArgs a) {
+  ScatterParams sp{};
+  sp.x = static_cast<const uint16_t*>(a.x);
+  sp.hidden = int(a.hidden);
+  const int lane = int(threadIdx.x) & 31, sub = lane & 15;
+  const int groups = int(ceil_div(a.hidden, kQuantBlock)), chunks = (groups + 2 * U - 1) / (2 * U);
+  const EpMeta m{groups, a.top_k};
+  const int destinations = a.compact ? a.world : 1;
+  const int64_t warps = int64_t(gridDim.x) * (kPackThreads / 32);
+  for (int64_t unit = int64_t(blockIdx.x) * (kPackThreads / 32) + (threadIdx.x >> 5); unit < a.num_tokens * chunks;
+       unit += warps) {
+    const int64_t t = unit / chunks;
+    const int chunk = int(unit - t * chunks);
+    QuantUnit<U> qu;
+    quantize_unit<U, false>(sp, t, chunk, qu);
+    const int g0 = chunk * 2 * U + (lane >> 4);
+    for (int p = 0; p < destinations; ++p) {
+      const int32_t row = a.compact ? a.pos[t * a.world + p] : int32_t(t);
+      if (row < 0) continue;  // uniform over the warp
+      const int64_t dst = (a.compact ? int64_t(p) * a.capacity : 0) + row;
+      float* rec = a.send_meta + dst * m.words();
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int g = g0 + 2 * u, col = g * 128 + sub * 8;
+        if (col < a.hidden) *reinterpret_cast<uint2*>(a.send_x + dst * a.hidden + col) = qu.q[u];
+        if (sub == 0 && g < groups) rec[g] = qu.sc[u];
+      }
+      if (chunk == 0 && a.compact) {
+        for (int j = lane; j < a.top_k; j += 32) {
+          const int32_t id = a.ids[t * a.top_k + j];
+          rec[groups + j] = __int_as_float((id >= 0 && id < a.num_experts) ? id : -1);
+          rec[groups + a.top_k + j] = a.weights[t * a.top_k + j];
+        }
       }
     }
+    if (chunk == 0 && a.compact && lane == 0) {
+      int row_of[kEpMaxRanks];
+      for (int p = 0; p < a.world; ++p) row_of[p] = a.pos[t * a.world + p];
+      write_combine_map(a, t, row_of, a.num_experts / a.world);
+    }
   }
 }
 
-__global__ void ep_copy_scales_kernel(const float* __restrict__ src, EpScaleLayout sl, float* __restrict__ dst,
-                                      EpScaleLayout dl, int64_t rows, int64_t kb_n) {
-  const int64_t n = rows * kb_n;
+__global__ void ep_unpack_meta_kernel(const float* __restrict__ meta, EpMeta m, int64_t rows, float* __restrict__ sx,
+                                      int32_t* __restrict__ ids, float* __restrict__ weights) {
+  const int64_t ld = sfa_ld(rows), words = m.words();
+  const int64_t n = rows * words;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t kb = i / rows, r = i - kb * rows;
-    dst[kb * dl.kb_stride + r * dl.row_stride] = src[kb * sl.kb_stride + r * sl.row_stride];
+    const int64_t r = i / words;
+    const int w = int(i - r * words);
+    const float v = meta[i];
+    if (w < m.kb)
+      sx[int64_t(w) * ld + r] = v;
+    else if (w < m.kb + m.top_k)
+      ids[r * m.top_k + (w - m.kb)] = __float_as_int(v);
+    else
+      weights[r * m.top_k + (w - m.kb - m.top_k)] = v;
   }
 }
 
 }  // namespace
 
-void ep_route(const EpRouteArgs& a, cudaStream_t stream) {
+void ep_route(const EpSourceArgs& a, cudaStream_t stream) {
   MOEKIT_REQUIRE(a.world >= 1 && a.world <= kEpMaxRanks && a.num_experts % a.world == 0 && a.top_k >= 1 &&
-                     a.num_tokens >= 0 && a.num_tokens <= a.capacity,
+                     a.num_tokens >= 0 && a.num_tokens <= a.capacity && a.hidden % 16 == 0,
                  ErrorCode::kInvalidArgument, "moekit::detail::ep_route: bad sizes (G = ", a.world,
-                 ", E = ", a.num_experts, ", k = ", a.top_k, ", T = ", a.num_tokens, ", capacity = ", a.capacity, ")");
-  ep_route_kernel<<<1, kRouteThreads, 0, stream>>>(a);
+                 ", E = ", a.num_experts, ", k = ", a.top_k, ", T = ", a.num_tokens, ", capacity = ", a.capacity,
+                 ", H = ", a.hidden, ")");
+  if (a.invalid_count) MOEKIT_CUDA_CHECK(cudaMemsetAsync(a.invalid_count, 0, sizeof(int32_t), stream));
+  const int64_t rows = a.compact ? a.num_tokens : a.capacity;
+  if (rows > 0) {
+    ep_route_tokens_kernel<<<static_cast<unsigned>((rows + kTokenThreads - 1) / kTokenThreads), kTokenThreads, 0,
+                             stream>>>(a);
+    MOEKIT_CUDA_CHECK(cudaGetLastError());
+  }
+  if (a.compact) {
+    ep_route_positions_kernel<<<1, kScanThreads, 0, stream>>>(a);
+    MOEKIT_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+void ep_quantize_pack(const EpSourceArgs& a, cudaStream_t stream) {
+  if (a.num_tokens == 0) return;
+  const int64_t groups = ceil_div(a.hidden, kQuantBlock);
+  sm90::quant::with_act_unroll(a.num_tokens, groups, [&](auto u) {
+    constexpr int U = decltype(u)::value;
+    const int64_t units = a.num_tokens * ((groups + 2 * U - 1) / (2 * U));
+    const int64_t blocks = std::min<int64_t>((units + kPackThreads / 32 - 1) / (kPackThreads / 32), 132 * 16);
+    ep_quantize_pack_kernel<U><<<static_cast<unsigned>(blocks), kPackThreads, 0, stream>>>(a);
+  });
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 
-void ep_pack_rows(const uint8_t* xq, const float* sxq, const int32_t* ids, const float* weights, const int32_t* pos,
-                  int64_t num_tokens, int64_t hidden, int top_k, int num_experts, int world, int64_t capacity,
-                  uint8_t* send_x, float* send_sx, int32_t* send_ids, float* send_w, cudaStream_t stream) {
-  if (num_tokens == 0) return;
-  MOEKIT_REQUIRE(hidden % 16 == 0, ErrorCode::kInvalidArgument, "moekit::detail::ep_pack_rows: hidden = ", hidden,
-                 " must be a multiple of 16");
-  const unsigned blocks = static_cast<unsigned>(num_tokens < 8192 ? num_tokens : 8192);
-  ep_pack_rows_kernel<<<blocks, kPackThreads, 0, stream>>>(xq, sxq, ids, weights, pos, num_tokens, hidden, top_k,
-                                                           num_experts, world, capacity, send_x, send_sx, send_ids,
-                                                           send_w);
-  MOEKIT_CUDA_CHECK(cudaGetLastError());
-}
-
-void ep_copy_scales(const float* src, EpScaleLayout src_layout, float* dst, EpScaleLayout dst_layout, int64_t rows,
-                    int64_t hidden, cudaStream_t stream) {
+void ep_unpack_meta(const float* meta, EpMeta m, int64_t rows, float* sx, int32_t* ids, float* weights,
+                    cudaStream_t stream) {
   if (rows == 0) return;
-  const int64_t kb_n = ceil_div(hidden, kQuantBlock);
-  const int64_t blocks = std::min<int64_t>((rows * kb_n + 255) / 256, 4096);
-  ep_copy_scales_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(src, src_layout, dst, dst_layout, rows, kb_n);
+  const int64_t blocks = std::min<int64_t>((rows * m.words() + 255) / 256, 132 * 16);
+  ep_unpack_meta_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(meta, m, rows, sx, ids, weights);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

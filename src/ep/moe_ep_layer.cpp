@@ -16,7 +16,6 @@
 #include "moe/workspace_carver.h"
 #include "moekit/moe_ops.h"
 #include "moekit/numerics.h"
-#include "moekit/quantize.h"
 #include "moekit/routing.h"
 #include "runtime/pdl.h"
 
@@ -83,18 +82,15 @@ struct EpRegions {
   int32_t* ids;  // routed from logits [C, k]
   float* weights;
   int32_t* invalid;
-  uint8_t* xq;  // high throughput: this rank's quantized tokens [C, H] and scales (physical over T)
-  float* sxq;
   uint8_t* send_x;  // low latency [C, H]; high throughput [G, C, H]
-  float* send_sx;   // token-major [C or G·C, kb]
-  int32_t* send_ids;
-  float* send_w;
+  float* send_meta;  // [C or G·C] records (detail::EpMeta: scales, ids, weights)
   int32_t* pos;     // [C, G]
+  uint32_t* masks;  // [C]
   int32_t* counts;  // [2G]: sent to each rank, received from each rank
   int32_t* map;     // [C, max(G, k)]
   float* ones;      // [C, G]
   uint8_t* recv_x;  // [R, H]
-  float* recv_sx;   // [R, kb] token-major
+  float* recv_meta;  // [R] records
   int32_t* recv_ids;
   float* recv_w;
   float* sx_phys;   // [kb, sfa_ld(R)]
@@ -109,7 +105,7 @@ struct EpRegions {
 EpRegions carve(const MoeEpConfig& c, const MoeConfig& local, int world, char* base) {
   detail::WorkspaceCarver w{base};
   const int64_t cap = c.max_tokens_per_rank, rows = cap * world, h = c.layer.hidden, k = c.layer.top_k;
-  const int64_t kb = ceil_div(h, kQuantBlock);
+  const detail::EpMeta meta{int(ceil_div(h, kQuantBlock)), int(k)};
   const bool ht = c.mode == MoeEpMode::kHighThroughput;
   const int64_t blocks = ht ? world : 1;
   const int64_t out_cols = c.layer.deterministic ? k * h : h;
@@ -117,18 +113,15 @@ EpRegions carve(const MoeEpConfig& c, const MoeConfig& local, int world, char* b
   r.ids = w.take<int32_t>(c.layer.routing ? cap * k : 0);
   r.weights = w.take<float>(c.layer.routing ? cap * k : 0);
   r.invalid = w.take<int32_t>(1);
-  r.xq = w.take<uint8_t>(ht ? cap * h : 0);
-  r.sxq = w.take<float>(ht ? sfa_physical_size(cap, h) : 0);
   r.send_x = w.take<uint8_t>(blocks * cap * h);
-  r.send_sx = w.take<float>(blocks * cap * kb);
-  r.send_ids = w.take<int32_t>(blocks * cap * k);
-  r.send_w = w.take<float>(blocks * cap * k);
+  r.send_meta = w.take<float>(blocks * cap * meta.words());
   r.pos = w.take<int32_t>(ht ? cap * world : 0);
+  r.masks = w.take<uint32_t>(ht ? cap : 0);
   r.counts = w.take<int32_t>(2 * world);
   r.map = w.take<int32_t>(cap * std::max<int64_t>(world, k));
   r.ones = w.take<float>(cap * world);
   r.recv_x = w.take<uint8_t>(rows * h);
-  r.recv_sx = w.take<float>(rows * kb);
+  r.recv_meta = w.take<float>(rows * meta.words());
   r.recv_ids = w.take<int32_t>(rows * k);
   r.recv_w = w.take<float>(rows * k);
   r.sx_phys = w.take<float>(sfa_physical_size(rows, h));
@@ -158,6 +151,19 @@ MoeEpLayer::MoeEpLayer(const MoeEpConfig& config, ncclComm_t comm)
   rank_ = f.rank;
   world_ = f.world;
   device_ = f.device;
+  if (config_.mode == MoeEpMode::kHighThroughput) {
+    int current = 0;
+    MOEKIT_CUDA_CHECK(cudaGetDevice(&current));
+    MOEKIT_CUDA_CHECK(cudaSetDevice(device_));
+    MOEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    MOEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&routed_, cudaEventDisableTiming));
+    MOEKIT_CUDA_CHECK(cudaSetDevice(current));
+  }
+}
+
+MoeEpLayer::~MoeEpLayer() {
+  if (routed_) cudaEventDestroy(routed_);
+  if (side_) cudaStreamDestroy(side_);
 }
 
 void MoeEpLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepared_bytes, cudaStream_t stream) {
@@ -213,35 +219,32 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
     weights = r.weights;
   }
 
-  // 1. Quantize once at the source and find each token's ranks and rows there.
-  const detail::EpScaleLayout token_major{1, kb};
-  detail::EpRouteArgs ra;
-  ra.ids = ids;
-  ra.weights = weights;
-  ra.num_tokens = t;
-  ra.top_k = k;
-  ra.num_experts = c.num_experts;
-  ra.world = g;
-  ra.capacity = cap;
-  ra.compact = ht;
-  ra.pos = r.pos;
-  ra.send_counts = r.counts;
-  ra.send_ids = ht ? nullptr : r.send_ids;
-  ra.send_weights = ht ? nullptr : r.send_w;
-  ra.deterministic = det;
-  ra.combine_map = r.map;
-  ra.ones = r.ones;
-  ra.invalid_count = a.invalid_count ? a.invalid_count : r.invalid;
-  if (t > 0) {
-    uint8_t* q = ht ? r.xq : r.send_x;
-    float* sq = ht ? r.sxq : r.sx_phys;  // low latency: the physical scales pass through sx_phys
-    quantize_act_1x128(a.x, h, t, h, q, h, sq, false, stream);
-    if (!ht) detail::ep_copy_scales(sq, {sfa_ld(t), 1}, r.send_sx, token_major, t, h, stream);
-  }
-  detail::ep_route(ra, stream);
-  if (ht)
-    detail::ep_pack_rows(r.xq, r.sxq, ids, weights, r.pos, t, h, k, c.num_experts, g, cap, r.send_x, r.send_sx,
-                         r.send_ids, r.send_w, stream);
+  // 1. Find each token's ranks and rows there; quantize it once into them.
+  const detail::EpMeta meta{int(kb), k};
+  const int64_t mw = meta.words();
+  detail::EpSourceArgs src;
+  src.x = a.x;
+  src.ids = ids;
+  src.weights = weights;
+  src.num_tokens = t;
+  src.hidden = h;
+  src.top_k = k;
+  src.num_experts = c.num_experts;
+  src.world = g;
+  src.capacity = cap;
+  src.compact = ht;
+  src.pos = r.pos;
+  src.send_counts = r.counts;
+  src.masks = r.masks;
+  src.send_x = r.send_x;
+  src.send_meta = r.send_meta;
+  src.deterministic = det;
+  src.combine_map = r.map;
+  src.ones = r.ones;
+  src.invalid_count = a.invalid_count ? a.invalid_count : r.invalid;
+  detail::ep_route(src, stream);
+  if (ht) MOEKIT_CUDA_CHECK(cudaEventRecord(routed_, stream));
+  detail::ep_quantize_pack(src, stream);
   detail::moe_stage_mark("ep_quantize_route", stream);
 
   // 2. Dispatch.
@@ -249,11 +252,13 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
   std::vector<int32_t> counts(size_t(2 * g), 0);
   std::vector<int64_t> offset(size_t(g) + 1, 0);
   if (ht) {
+    // The counts travel while the tokens are packed; the host waits for them only.
+    MOEKIT_CUDA_CHECK(cudaStreamWaitEvent(side_, routed_, 0));
     nccl_group_start();
-    for (int p = 0; p < g; ++p) send_recv(r.counts + p, 4, r.counts + g + p, 4, p, comm_, stream);
+    for (int p = 0; p < g; ++p) send_recv(r.counts + p, 4, r.counts + g + p, 4, p, comm_, side_);
     nccl_group_end();
-    MOEKIT_CUDA_CHECK(cudaMemcpyAsync(counts.data(), r.counts, counts.size() * 4, cudaMemcpyDeviceToHost, stream));
-    MOEKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    MOEKIT_CUDA_CHECK(cudaMemcpyAsync(counts.data(), r.counts, counts.size() * 4, cudaMemcpyDeviceToHost, side_));
+    MOEKIT_CUDA_CHECK(cudaStreamSynchronize(side_));
     for (int p = 0; p < g; ++p) offset[size_t(p) + 1] = offset[size_t(p)] + counts[size_t(g + p)];
     received = offset[size_t(g)];
     nccl_group_start();
@@ -261,19 +266,13 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
       const size_t ns = size_t(counts[size_t(p)]), nr = size_t(counts[size_t(g + p)]);
       const int64_t sb = int64_t(p) * cap, rb = offset[size_t(p)];
       send_recv(r.send_x + sb * h, ns * h, r.recv_x + rb * h, nr * h, p, comm_, stream);
-      send_recv(r.send_sx + sb * kb, ns * kb * 4, r.recv_sx + rb * kb, nr * kb * 4, p, comm_, stream);
-      send_recv(r.send_ids + sb * k, ns * k * 4, r.recv_ids + rb * k, nr * k * 4, p, comm_, stream);
-      send_recv(r.send_w + sb * k, ns * k * 4, r.recv_w + rb * k, nr * k * 4, p, comm_, stream);
+      send_recv(r.send_meta + sb * mw, ns * mw * 4, r.recv_meta + rb * mw, nr * mw * 4, p, comm_, stream);
     }
     nccl_group_end();
   } else {
     nccl_group_start();
     detail::check_nccl(ncclAllGather(r.send_x, r.recv_x, size_t(cap * h), ncclUint8, comm_, stream), "ncclAllGather");
-    detail::check_nccl(ncclAllGather(r.send_sx, r.recv_sx, size_t(cap * kb), ncclFloat32, comm_, stream),
-                       "ncclAllGather");
-    detail::check_nccl(ncclAllGather(r.send_ids, r.recv_ids, size_t(cap * k), ncclInt32, comm_, stream),
-                       "ncclAllGather");
-    detail::check_nccl(ncclAllGather(r.send_w, r.recv_w, size_t(cap * k), ncclFloat32, comm_, stream),
+    detail::check_nccl(ncclAllGather(r.send_meta, r.recv_meta, size_t(cap * mw), ncclFloat32, comm_, stream),
                        "ncclAllGather");
     nccl_group_end();
   }
@@ -282,7 +281,7 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
 
   // 3. The local experts on the received rows: the MoE layer's forward, its choices for R rows.
   if (received > 0) {
-    detail::ep_copy_scales(r.recv_sx, token_major, r.sx_phys, {sfa_ld(received), 1}, received, h, stream);
+    detail::ep_unpack_meta(r.recv_meta, meta, received, r.sx_phys, r.recv_ids, r.recv_w, stream);
     const detail::MoePlan plan = detail::MoeLayerAccess::prequantized_plan(local_, received);
     detail::MoeForwardRequest f = detail::MoeLayerAccess::weights(local_, fn);
     f.xq = r.recv_x;

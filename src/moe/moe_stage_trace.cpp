@@ -6,6 +6,19 @@
 #include "runtime/knobs.h"
 
 namespace moekit::detail {
+namespace {
+
+// Inside a stream capture the record must be external to become a graph node (so replays are
+// timed too); outside one that flag is refused.
+void record(cudaEvent_t e, cudaStream_t stream) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  MOEKIT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  MOEKIT_CUDA_CHECK(capturing == cudaStreamCaptureStatusActive
+                        ? cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal)
+                        : cudaEventRecord(e, stream));
+}
+
+}  // namespace
 
 MoeStageTrace*& moe_stage_trace() {
   thread_local MoeStageTrace* trace = nullptr;
@@ -16,14 +29,14 @@ void moe_stage_begin(cudaStream_t stream) {
   MoeStageTrace* t = moe_stage_trace();
   if (!t) return;
   t->count = 0;
-  MOEKIT_CUDA_CHECK(cudaEventRecord(t->start, stream));
+  record(t->start, stream);
 }
 
 void moe_stage_mark(const char* name, cudaStream_t stream) {
   MoeStageTrace* t = moe_stage_trace();
   if (!t || t->count >= MoeStageTrace::kMaxStages) return;
   t->names[t->count] = name;
-  MOEKIT_CUDA_CHECK(cudaEventRecord(t->events[t->count], stream));
+  record(t->events[t->count], stream);
   ++t->count;
 }
 
