@@ -18,6 +18,7 @@ sfa_ld = _C.sfa_ld
 
 _TORCH_API = (
     "MoeLayer",
+    "MoeEpLayer",
     "fp8_gemm_nt",
     "m_grouped_fp8_gemm_nt_contiguous",
     "m_grouped_fp8_gemm_nt_masked",
@@ -38,6 +39,7 @@ except ImportError:  # torch is optional: only moekit._C (DLPack) is available t
 else:
     _torch_import_error = None
     from . import _torch  # noqa: F401  (registers torch.ops.moekit.*)
+    from ._ep import MoeEpLayer
     from ._layer import MoeLayer
     from ._ops import (
         check_m_indices,

@@ -80,6 +80,36 @@ class MoeLayer(torch.nn.Module):
         out: Optional[torch.Tensor] = None,
     ) -> torch.Tensor: ...
 
+class MoeEpLayer(torch.nn.Module):
+    num_experts: int
+    top_k: int
+    hidden: int
+    inter: int
+    mode: str
+    max_tokens_per_rank: int
+    rank: int
+    world_size: int
+    local_offset: int
+    local_count: int
+    def __init__(
+        self,
+        num_experts: int,
+        top_k: int,
+        hidden: int,
+        inter: int,
+        max_tokens_per_rank: int,
+        mode: str = "low_latency",
+        process_group: Any = None,
+        deterministic: bool = False,
+        gemm1_promote_k: int = 0,
+    ) -> None: ...
+    @property
+    def device(self) -> torch.device: ...
+    def load_weights(self, w1: torch.Tensor, w1_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor) -> None: ...
+    def prepare(self) -> None: ...
+    def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                out: Optional[torch.Tensor] = None) -> torch.Tensor: ...
+
 def fp8_gemm_nt(a: _Pair, b: _Pair, out: torch.Tensor) -> None: ...
 def m_grouped_fp8_gemm_nt_contiguous(a: _Pair, b: _Pair, out: torch.Tensor, m_indices: torch.Tensor, check_layout: bool = True) -> None: ...
 def m_grouped_fp8_gemm_nt_masked(a: _Pair, b: _Pair, out: torch.Tensor, masked_m: torch.Tensor, expected_m: Optional[int] = None) -> None: ...

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "errors.h"
 #include "moekit/error.h"
 #include "runtime/jit.h"
 
@@ -48,24 +49,7 @@ bool device_supported(int device) {
 NB_MODULE(_C, m) {
   m.doc() = "moekit's C++ core: FP8 block-scaled MoE layer and GEMMs for Hopper (sm_90a)";
 
-  // moekit::Error → the Python exception its code stands for, with moekit's message. Bad
-  // arguments (kInvalidArgument, kMisaligned) are the caller's ValueError; everything else is a
-  // RuntimeError. Registered translators run before nanobind's default std::exception mapping.
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const moekit::Error& e) {
-      switch (e.code()) {
-        case moekit::ErrorCode::kInvalidArgument:
-        case moekit::ErrorCode::kMisaligned:
-          PyErr_SetString(PyExc_ValueError, e.what());
-          break;
-        default:
-          PyErr_SetString(PyExc_RuntimeError, e.what());
-          break;
-      }
-    }
-  });
+  moekit::py::register_error_translator();
 
   m.def(
       "version", [] { return std::string(MOEKIT_VERSION_STRING); }, "moekit's version (CMake project version).");

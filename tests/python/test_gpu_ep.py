@@ -1,0 +1,102 @@
+"""moekit.MoeEpLayer over torch.distributed (NCCL), one process per GPU, on 2 and 4 GPUs (as many
+as are visible): each rank's y equals moekit.MoeLayer's on the same tokens with all experts
+(bit for bit when deterministic, else within 5e-3 relative L2), in both modes, with a rank that
+has no tokens and one at max_tokens_per_rank; a captured low-latency call replayed with new
+routing equals the eager call; and the layer's argument errors."""
+import pytest
+
+torch = pytest.importorskip("torch")
+if torch.cuda.device_count() < 2 or torch.cuda.get_device_capability() != (9, 0):
+    pytest.skip("needs two or more CUDA sm_90 (Hopper) GPUs", allow_module_level=True)
+pytest.importorskip("moekit._ep", reason="moekit built without NCCL")
+
+import torch.multiprocessing as mp  # noqa: E402
+
+E, K, H, I, CAP = 32, 4, 640, 320, 48
+
+
+def _tokens(rank, world, dev, seed):
+    """This rank's tokens: rank 0 full, the last of 3+ ranks empty, the others in between; some
+    -1 and out-of-range ids."""
+    t = CAP if rank == 0 else (0 if world > 2 and rank == world - 1 else 11 + 7 * rank)
+    g = torch.Generator(device=dev).manual_seed(seed + rank)
+    x = torch.randn(t, H, device=dev, generator=g).to(torch.bfloat16)
+    ids = torch.randint(0, E, (t, K), device=dev, generator=g, dtype=torch.int32)
+    ids[::5, 1] = -1
+    ids[::7, 2] = E + 3
+    w = torch.rand(t, K, device=dev, generator=g)
+    return x, ids, w
+
+
+def _worker(rank, world, init_file):
+    import torch.distributed as dist
+
+    import moekit
+    from moekit_torch_ref import checkpoint_weights, rel_l2
+
+    dev = torch.device("cuda", rank)
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world, device_id=dev)
+    try:
+        g = torch.Generator(device=dev).manual_seed(7)  # the same weights on every rank
+        w1, s1 = checkpoint_weights(E, 2 * I, H, dev, g)
+        w2, s2 = checkpoint_weights(E, H, I, dev, g)
+        n = E // world
+        local = [t[rank * n:(rank + 1) * n].contiguous() for t in (w1, s1, w2, s2)]
+        x, ids, w = _tokens(rank, world, dev, 100)
+        for det in (True, False):
+            ref = moekit.MoeLayer(E, K, H, I, deterministic=det, gemm1_promote_k=64)
+            ref.load_weights(w1, s1, w2, s2)
+            y_ref = ref(x, topk_ids=ids, topk_weights=w)
+            for mode in ("low_latency", "high_throughput"):
+                layer = moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP, mode=mode, deterministic=det,
+                                          gemm1_promote_k=64)
+                assert (layer.local_offset, layer.local_count) == (rank * n, n)
+                layer.load_weights(*local)
+                y = layer(x, ids, w)
+                assert y.shape == (x.shape[0], H)
+                if det:
+                    assert torch.equal(y, y_ref), f"rank {rank} {mode}: not bit-identical"
+                elif x.shape[0]:
+                    err = rel_l2(y, y_ref)
+                    assert err <= 5e-3, f"rank {rank} {mode}: rel L2 {err}"
+        # Low latency in a CUDA graph: replayed with new ids and weights, equals the eager call.
+        layer = moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP, deterministic=True, gemm1_promote_k=64)
+        layer.load_weights(*local)
+        layer.prepare()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y_graph = layer(x, ids, w)
+        _, ids2, w2_ = _tokens(rank, world, dev, 200)
+        ids.copy_(ids2)
+        w.copy_(w2_)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y_graph, layer(x, ids, w)), f"rank {rank}: replay differs from eager"
+        # Argument errors, raised before any collective (on every rank alike).
+        import pytest as _pytest
+
+        with _pytest.raises(ValueError, match="max_tokens_per_rank"):
+            layer(torch.zeros(CAP + 1, H, dtype=torch.bfloat16, device=dev),
+                  torch.zeros(CAP + 1, K, dtype=torch.int32, device=dev), torch.zeros(CAP + 1, K, device=dev))
+        with _pytest.raises(TypeError):
+            layer(x.float(), ids, w)
+        with _pytest.raises(ValueError, match="mode"):
+            moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP, mode="fast")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_ep_layer_matches_the_single_gpu_layer(world, tmp_path):
+    if torch.cuda.device_count() < world:
+        pytest.skip(f"needs {world} GPUs")
+    mp.spawn(_worker, args=(world, str(tmp_path / "init")), nprocs=world, join=True)
+
+
+def test_ep_layer_needs_torch_distributed():
+    import moekit
+
+    with pytest.raises(RuntimeError, match="torch.distributed"):
+        moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP)
