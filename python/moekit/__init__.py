@@ -39,7 +39,7 @@ except ImportError:  # torch is optional: only moekit._C (DLPack) is available t
 else:
     _torch_import_error = None
     from . import _torch  # noqa: F401  (registers torch.ops.moekit.*)
-    from ._ep import MoeEpLayer
+    from ._ep_layer import MoeEpLayer
     from ._layer import MoeLayer
     from ._ops import (
         check_m_indices,

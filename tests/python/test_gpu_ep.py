@@ -10,6 +10,8 @@ if torch.cuda.device_count() < 2 or torch.cuda.get_device_capability() != (9, 0)
     pytest.skip("needs two or more CUDA sm_90 (Hopper) GPUs", allow_module_level=True)
 pytest.importorskip("moekit._ep", reason="moekit built without NCCL")
 
+import time  # noqa: E402
+
 import torch.multiprocessing as mp  # noqa: E402
 
 E, K, H, I, CAP = 32, 4, 640, 320, 48
@@ -65,7 +67,8 @@ def _worker(rank, world, init_file):
         layer.load_weights(*local)
         layer.prepare()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # thread_local: NCCL's own threads may call CUDA while this one captures.
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             y_graph = layer(x, ids, w)
         _, ids2, w2_ = _tokens(rank, world, dev, 200)
         ids.copy_(ids2)
@@ -88,11 +91,20 @@ def _worker(rank, world, init_file):
         dist.destroy_process_group()
 
 
+DEADLINE_S = 600  # a collective that never completes fails the test instead of hanging it
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_ep_layer_matches_the_single_gpu_layer(world, tmp_path):
     if torch.cuda.device_count() < world:
         pytest.skip(f"needs {world} GPUs")
-    mp.spawn(_worker, args=(world, str(tmp_path / "init")), nprocs=world, join=True)
+    ctx = mp.spawn(_worker, args=(world, str(tmp_path / "init")), nprocs=world, join=False)
+    deadline = time.monotonic() + DEADLINE_S
+    while not ctx.join(timeout=5):  # raises as soon as a rank fails (and ends the others)
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                p.kill()
+            pytest.fail(f"{world} ranks did not finish within {DEADLINE_S} s (a collective hung)")
 
 
 def test_ep_layer_needs_torch_distributed():
