@@ -72,3 +72,14 @@ def ceil128(n):
 def sfa_ld(m):
     """align_up(m, 4): leading dimension of moekit's physical activation-scale layout."""
     return ((m + 3) // 4) * 4
+
+
+def check_fp8_weights(e: int, h: int, i: int, w1, w1_scale, w2, w2_scale) -> None:
+    """FP8 expert weights of e experts (SPEC convention): w1 [e, 2I, H], w1_scale [e, ceil(2I/128),
+    ceil(H/128)], w2 [e, H, I], w2_scale [e, ceil(H/128), ceil(I/128)], all contiguous."""
+    check_tensor(w1, "w1", FP8, shape=(e, 2 * i, h), desc=f"[E_local, 2I, H] = [{e}, {2 * i}, {h}]", contiguous=True)
+    check_tensor(w1_scale, "w1_scale", F32, shape=(e, ceil128(2 * i), ceil128(h)),
+                 desc=f"[E_local, ceil(2I/128), ceil(H/128)] = [{e}, {ceil128(2 * i)}, {ceil128(h)}]", contiguous=True)
+    check_tensor(w2, "w2", FP8, shape=(e, h, i), desc=f"[E_local, H, I] = [{e}, {h}, {i}]", contiguous=True)
+    check_tensor(w2_scale, "w2_scale", F32, shape=(e, ceil128(h), ceil128(i)),
+                 desc=f"[E_local, ceil(H/128), ceil(I/128)] = [{e}, {ceil128(h)}, {ceil128(i)}]", contiguous=True)

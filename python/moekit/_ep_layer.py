@@ -6,7 +6,7 @@ from typing import Optional
 import torch
 
 from . import _torch
-from ._check import BF16, F32, FP8, I32, ceil128, check_devices, check_tensor
+from ._check import BF16, F32, I32, check_devices, check_fp8_weights, check_tensor
 
 __all__ = ["MoeEpLayer"]
 
@@ -105,12 +105,7 @@ class MoeEpLayer(torch.nn.Module):
         GPU. w2 / w2_scale are used in place (kept referenced); w1 / w1_scale may be dropped. Also
         allocates the layer's workspace (fixed: a function of the configuration and the group)."""
         e, h, i = self.local_count, self.hidden, self.inter
-        check_tensor(w1, "w1", FP8, shape=(e, 2 * i, h), desc=f"[E_local, 2I, H] = [{e}, {2 * i}, {h}]", contiguous=True)
-        check_tensor(w1_scale, "w1_scale", F32, shape=(e, ceil128(2 * i), ceil128(h)),
-                     desc=f"[E_local, ceil(2I/128), ceil(H/128)] = [{e}, {ceil128(2 * i)}, {ceil128(h)}]", contiguous=True)
-        check_tensor(w2, "w2", FP8, shape=(e, h, i), desc=f"[E_local, H, I] = [{e}, {h}, {i}]", contiguous=True)
-        check_tensor(w2_scale, "w2_scale", F32, shape=(e, ceil128(h), ceil128(i)),
-                     desc=f"[E_local, ceil(H/128), ceil(I/128)] = [{e}, {ceil128(h)}, {ceil128(i)}]", contiguous=True)
+        check_fp8_weights(e, h, i, w1, w1_scale, w2, w2_scale)
         check_devices([("w1", w1), ("w1_scale", w1_scale), ("w2", w2), ("w2_scale", w2_scale)], self._device)
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("moekit: load_weights cannot run during CUDA graph capture")

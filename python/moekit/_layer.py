@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional, Tuple, Union
 import torch
 
 from . import _C, _torch
-from ._check import BF16, BIAS, F32, FP8, I32, LOGITS, U8, ceil128, check_devices, check_tensor
+from ._check import BF16, BIAS, F32, I32, LOGITS, U8, check_devices, check_fp8_weights, check_tensor
 from ._routing import Routing
 
 __all__ = ["MoeLayer"]
@@ -181,12 +181,7 @@ class MoeLayer(torch.nn.Module):
         if self.weight_format == "mxfp4":
             raise ValueError("moekit: this layer takes MXFP4 weights: call load_mxfp4_weights(...)")
         e, h, i = self.local_count, self.hidden, self.inter
-        check_tensor(w1, "w1", FP8, shape=(e, 2 * i, h), desc=f"[E_local, 2I, H] = [{e}, {2 * i}, {h}]", contiguous=True)
-        check_tensor(w1_scale, "w1_scale", F32, shape=(e, ceil128(2 * i), ceil128(h)),
-                     desc=f"[E_local, ceil(2I/128), ceil(H/128)] = [{e}, {ceil128(2 * i)}, {ceil128(h)}]", contiguous=True)
-        check_tensor(w2, "w2", FP8, shape=(e, h, i), desc=f"[E_local, H, I] = [{e}, {h}, {i}]", contiguous=True)
-        check_tensor(w2_scale, "w2_scale", F32, shape=(e, ceil128(h), ceil128(i)),
-                     desc=f"[E_local, ceil(H/128), ceil(I/128)] = [{e}, {ceil128(h)}, {ceil128(i)}]", contiguous=True)
+        check_fp8_weights(e, h, i, w1, w1_scale, w2, w2_scale)
 
         def prepare(prepared, stream):
             self._state.layer.prepare_weights(_torch._u8(w1), w1_scale, _torch._u8(w2), w2_scale, prepared, stream,

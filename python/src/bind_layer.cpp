@@ -183,30 +183,19 @@ void prepare_weights(Layer& self, nb::handle w1_obj, nb::handle sw1_obj, nb::han
   const MoeConfig& c = self.layer.config();
   const int64_t el = c.local_count, h = c.hidden, i = c.inter;
   DeviceScope devices;
-  Tensor w1 = cuda_tensor(w1_obj, "w1", kFp8Types, 3, devices);
-  expect_shape(w1, {el, 2 * i, h});
-  expect_contiguous(w1);
-  Tensor sw1 = cuda_tensor(sw1_obj, "w1_scale", {kFloat32}, 3, devices);
-  expect_shape(sw1, {el, ceil_div(2 * i, kQuantBlock), ceil_div(h, kQuantBlock)});
-  expect_contiguous(sw1);
-  Tensor w2 = cuda_tensor(w2_obj, "w2", kFp8Types, 3, devices);
-  expect_shape(w2, {el, h, i});
-  expect_contiguous(w2);
-  Tensor sw2 = cuda_tensor(sw2_obj, "w2_scale", {kFloat32}, 3, devices);
-  expect_shape(sw2, {el, ceil_div(h, kQuantBlock), ceil_div(i, kQuantBlock)});
-  expect_contiguous(sw2);
+  const Fp8WeightTensors t = fp8_weight_tensors(w1_obj, sw1_obj, w2_obj, sw2_obj, el, h, i, devices);
   Tensor prep = prepared_arg(self, prepared_obj, devices);
 
   MoeWeights w;
   std::optional<Tensor> b1, b2;
   bias_args(b1_obj, b2_obj, el, 2 * i, h, devices, b1, b2, w);
-  w.w1 = w1.data();
-  w.sw1 = static_cast<const float*>(sw1.data());
-  w.w2 = w2.data();
-  w.sw2 = static_cast<const float*>(sw2.data());
+  w.w1 = t.w1.data();
+  w.sw1 = static_cast<const float*>(t.sw1.data());
+  w.w2 = t.w2.data();
+  w.sw2 = static_cast<const float*>(t.sw2.data());
   run_prepare(self, w, prep, devices, stream);
-  self.w2 = w2.array;
-  self.w2_scale = sw2.array;
+  self.w2 = t.w2.array;
+  self.w2_scale = t.sw2.array;
   self.prepared = prep.array;
   self.weights_device = prep.array.device_id();
 }

@@ -254,4 +254,18 @@ const float* physical_sfa(const Tensor& sa, int64_t rows, int64_t kblocks, int64
   return static_cast<const float*>(sa.data());
 }
 
+Fp8WeightTensors fp8_weight_tensors(nb::handle w1_obj, nb::handle sw1_obj, nb::handle w2_obj, nb::handle sw2_obj,
+                                    int64_t el, int64_t h, int64_t i, DeviceScope& devices) {
+  Fp8WeightTensors t{cuda_tensor(w1_obj, "w1", kFp8Types, 3, devices),
+                     cuda_tensor(sw1_obj, "w1_scale", {kFloat32}, 3, devices),
+                     cuda_tensor(w2_obj, "w2", kFp8Types, 3, devices),
+                     cuda_tensor(sw2_obj, "w2_scale", {kFloat32}, 3, devices)};
+  expect_shape(t.w1, {el, 2 * i, h});
+  expect_shape(t.sw1, {el, ceil_div(2 * i, kQuantBlock), ceil_div(h, kQuantBlock)});
+  expect_shape(t.w2, {el, h, i});
+  expect_shape(t.sw2, {el, ceil_div(h, kQuantBlock), ceil_div(i, kQuantBlock)});
+  for (const Tensor* x : {&t.w1, &t.sw1, &t.w2, &t.sw2}) expect_contiguous(*x);
+  return t;
+}
+
 }  // namespace moekit::py

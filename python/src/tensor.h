@@ -93,6 +93,15 @@ int64_t row_stride(const Tensor& t, int dim, int64_t fallback);
 /// view with strides (max_m, 1, sfa_ld(rows)). ValueError otherwise, naming the layout found.
 const float* physical_sfa(const Tensor& sa, int64_t rows, int64_t kblocks, int64_t groups = 0);
 
+/// FP8 expert weights of E_local experts of shape H x I in the SPEC convention, checked: w1
+/// [el, 2I, H] and w2 [el, H, I] (float8_e4m3fn or uint8), their FP32 128x128 block scales
+/// w1_scale / w2_scale, all contiguous; devices recorded.
+struct Fp8WeightTensors {
+  Tensor w1, sw1, w2, sw2;
+};
+Fp8WeightTensors fp8_weight_tensors(nb::handle w1, nb::handle sw1, nb::handle w2, nb::handle sw2, int64_t el,
+                                    int64_t hidden, int64_t inter, DeviceScope& devices);
+
 /// The cudaStream_t a Python int stands for.
 inline void* stream_ptr(std::uintptr_t s) { return reinterpret_cast<void*>(s); }
 

@@ -281,7 +281,7 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
   const detail::PdlScope pdl(true);
   detail::moe_stage_begin(stream);
 
-  detail::MoeForwardRequest f;
+  detail::MoeForwardRequest f = detail::MoeLayerAccess::weights(*this, fn);
   f.x = a.x;
   f.topk_ids = a.topk_ids;
   f.topk_weights = a.topk_weights;
@@ -291,12 +291,6 @@ void MoeLayer::forward(const MoeForwardArgs& a, cudaStream_t stream) const {
     f.routed_ids = a.routed_ids ? a.routed_ids : reinterpret_cast<int32_t*>(base + ws.ids);
     f.routed_weights = a.routed_weights ? a.routed_weights : reinterpret_cast<float*>(base + ws.weights);
   }
-  f.w1p = w1p_;
-  f.sw1p = sw1p_;
-  f.w2 = w2_;
-  f.sw2 = sw2_;
-  f.b1 = b1p_;
-  f.b2 = b2p_;
   f.y = a.y;
   f.invalid_count = a.invalid_count ? a.invalid_count : reinterpret_cast<int32_t*>(base + ws.invalid);
   detail::moe_forward(plan, f, base + ws.inner, ws.inner_bytes, stream);

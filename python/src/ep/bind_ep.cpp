@@ -86,29 +86,19 @@ void prepare_weights(EpLayer& self, nb::handle w1_obj, nb::handle sw1_obj, nb::h
   const MoeConfig& c = self.layer.local_config();
   const int64_t el = c.local_count, h = c.hidden, i = c.inter;
   DeviceScope devices;
-  Tensor w1 = cuda_tensor(w1_obj, "w1", kFp8Types, 3, devices);
-  expect_shape(w1, {el, 2 * i, h});
-  expect_contiguous(w1);
-  Tensor sw1 = cuda_tensor(sw1_obj, "w1_scale", {kFloat32}, 3, devices);
-  expect_shape(sw1, {el, ceil_div(2 * i, kQuantBlock), ceil_div(h, kQuantBlock)});
-  expect_contiguous(sw1);
-  Tensor w2 = cuda_tensor(w2_obj, "w2", kFp8Types, 3, devices);
-  expect_shape(w2, {el, h, i});
-  expect_contiguous(w2);
-  Tensor sw2 = cuda_tensor(sw2_obj, "w2_scale", {kFloat32}, 3, devices);
-  expect_shape(sw2, {el, ceil_div(h, kQuantBlock), ceil_div(i, kQuantBlock)});
-  expect_contiguous(sw2);
+  const Fp8WeightTensors t = fp8_weight_tensors(w1_obj, sw1_obj, w2_obj, sw2_obj, el, h, i, devices);
   Tensor prep = cuda_tensor(prepared_obj, "prepared", {kUInt8}, 1, devices);
   expect_contiguous(prep);
   devices.expect_device(nb::cast<Comm&>(self.comm).device, "the communicator");
-  MoeWeights w{w1.data(), static_cast<const float*>(sw1.data()), w2.data(), static_cast<const float*>(sw2.data())};
+  MoeWeights w{t.w1.data(), static_cast<const float*>(t.sw1.data()), t.w2.data(),
+               static_cast<const float*>(t.sw2.data())};
   devices.activate();
   {
     nb::gil_scoped_release release;
     self.layer.prepare_weights(w, prep.data(), prep.nbytes(), static_cast<cudaStream_t>(stream_ptr(stream)));
   }
-  self.w2 = w2.array;
-  self.w2_scale = sw2.array;
+  self.w2 = t.w2.array;
+  self.w2_scale = t.sw2.array;
   self.prepared = prep.array;
 }
 
