@@ -89,6 +89,7 @@ class MoeEpLayer(torch.nn.Module):
     max_tokens_per_rank: int
     rank: int
     world_size: int
+    routing: Optional[Routing]
     local_offset: int
     local_count: int
     def __init__(
@@ -102,12 +103,14 @@ class MoeEpLayer(torch.nn.Module):
         process_group: Any = None,
         deterministic: bool = False,
         gemm1_promote_k: int = 0,
+        routing: _RoutingLike = None,
     ) -> None: ...
     @property
     def device(self) -> torch.device: ...
     def load_weights(self, w1: torch.Tensor, w1_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor) -> None: ...
     def prepare(self) -> None: ...
-    def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+    def forward(self, x: torch.Tensor, router_logits: Optional[torch.Tensor] = None,
+                topk_ids: Optional[torch.Tensor] = None, topk_weights: Optional[torch.Tensor] = None,
                 out: Optional[torch.Tensor] = None) -> torch.Tensor: ...
 
 def fp8_gemm_nt(a: _Pair, b: _Pair, out: torch.Tensor) -> None: ...

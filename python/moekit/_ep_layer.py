@@ -1,12 +1,14 @@
 """moekit.MoeEpLayer: the MoE layer with expert parallelism over NCCL, one process per GPU."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Mapping, Optional, Union
 
 import torch
 
 from . import _torch
-from ._check import BF16, F32, I32, check_devices, check_fp8_weights, check_tensor
+from ._check import BF16, F32, I32, LOGITS, check_devices, check_fp8_weights, check_tensor
+from ._ops import route
+from ._routing import Routing
 
 __all__ = ["MoeEpLayer"]
 
@@ -42,10 +44,11 @@ class MoeEpLayer(torch.nn.Module):
       deterministic: y bit-identical to moekit.MoeLayer(deterministic=True) with the same
         gemm1_promote_k (pass it explicitly); k times the combine's bytes.
       gemm1_promote_k: as moekit.MoeLayer.
+      routing: as moekit.MoeLayer's (None: the caller passes top-k ids and weights); the token's
+        rank routes its router_logits with moekit.route, the layer's own routing kernel.
 
     Constructing it is collective (every rank of the group, each with its GPU current), as are
-    prepare() and every call. Caller top-k ids and weights only in this version (route with
-    moekit.route first); FP8 weights, no biases.
+    prepare() and every call. FP8 weights, no biases, in this version.
     """
 
     def __init__(
@@ -59,8 +62,10 @@ class MoeEpLayer(torch.nn.Module):
         process_group=None,
         deterministic: bool = False,
         gemm1_promote_k: int = 0,
+        routing: Union[Routing, Mapping[str, Any], str, None] = None,
     ) -> None:
         super().__init__()
+        self.routing = Routing.coerce(routing)
         if mode not in _MODES:
             raise ValueError(f"moekit: mode must be one of {_MODES}, got {mode!r}")
         if int(max_tokens_per_rank) < 1:
@@ -129,20 +134,37 @@ class MoeEpLayer(torch.nn.Module):
         with torch.cuda.device(self._device):
             self._layer.prepare_kernels(self._workspace, _torch.current_stream(self._device))
 
-    def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+    def forward(self, x: torch.Tensor, router_logits: Optional[torch.Tensor] = None,
+                topk_ids: Optional[torch.Tensor] = None, topk_weights: Optional[torch.Tensor] = None,
                 out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Collective: y bfloat16 [T, H] for this rank's tokens, on torch.cuda.current_stream().
 
         x: bfloat16 [T, H] contiguous, T <= max_tokens_per_rank (ranks may pass different T, also 0).
-        topk_ids: int32 [T, k] (global expert ids; -1 = none; others outside [0, E) are dropped).
-        topk_weights: float32 [T, k]. out: optional bfloat16 [T, H], fully overwritten.
-        One call at a time per layer (its workspace is the layer's own)."""
+        Routing, exactly one of: router_logits float32 / bfloat16 [T, E] (needs the layer's
+        routing), or topk_ids int32 [T, k] (global expert ids; -1 = none; others outside [0, E)
+        are dropped) with topk_weights float32 [T, k]. out: optional bfloat16 [T, H], fully
+        overwritten. One call at a time per layer (its workspace is the layer's own)."""
         self._require_weights()
-        h, k = self.hidden, self.top_k
+        h, k, e = self.hidden, self.top_k, self.num_experts
         check_tensor(x, "x", BF16, shape=(None, h), desc=f"[T, H] with H = {h}", contiguous=True)
         t = x.shape[0]
         if t > self.max_tokens_per_rank:
             raise ValueError(f"moekit: T = {t} tokens > max_tokens_per_rank = {self.max_tokens_per_rank}")
+        if router_logits is not None:
+            if topk_ids is not None or topk_weights is not None:
+                raise ValueError("moekit: pass either router_logits or topk_ids + topk_weights, not both")
+            if self.routing is None:
+                raise ValueError("moekit: this layer has no routing configured; pass topk_ids + topk_weights "
+                                 "or construct it with routing=moekit.Routing(...)")
+            check_tensor(router_logits, "router_logits", LOGITS, shape=(t, e), desc=f"[T, E] = [{t}, {e}]",
+                         contiguous=True)
+            if t:
+                topk_ids, topk_weights = route(router_logits, self.routing, k)
+            else:
+                topk_ids = torch.empty((0, k), dtype=torch.int32, device=x.device)
+                topk_weights = torch.empty((0, k), dtype=torch.float32, device=x.device)
+        elif topk_ids is None or topk_weights is None:
+            raise ValueError("moekit: pass router_logits, or both topk_ids and topk_weights")
         check_tensor(topk_ids, "topk_ids", I32, shape=(t, k), desc=f"[T, k] = [{t}, {k}]", contiguous=True)
         check_tensor(topk_weights, "topk_weights", F32, shape=(t, k), desc=f"[T, k] = [{t}, {k}]", contiguous=True)
         if out is not None:

@@ -1,8 +1,8 @@
 """moekit.MoeEpLayer over torch.distributed (NCCL), one process per GPU, on 2 and 4 GPUs (as many
 as are visible): each rank's y equals moekit.MoeLayer's on the same tokens with all experts
 (bit for bit when deterministic, else within 5e-3 relative L2), in both modes, with a rank that
-has no tokens and one at max_tokens_per_rank; a captured low-latency call replayed with new
-routing equals the eager call; and the layer's argument errors."""
+has no tokens and one at max_tokens_per_rank, from top-k ids and from router logits; a captured
+low-latency call replayed with new routing equals the eager call; and the layer's argument errors."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -10,6 +10,7 @@ if torch.cuda.device_count() < 2 or torch.cuda.get_device_capability() != (9, 0)
     pytest.skip("needs two or more CUDA sm_90 (Hopper) GPUs", allow_module_level=True)
 pytest.importorskip("moekit._ep", reason="moekit built without NCCL")
 
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import torch.multiprocessing as mp  # noqa: E402
@@ -30,6 +31,11 @@ def _tokens(rank, world, dev, seed):
     return x, ids, w
 
 
+def _log(rank, what, t0=time.monotonic()):
+    # Each rank's progress, so a run that stops shows where (pytest prints it on failure).
+    print(f"[rank {rank} {time.monotonic() - t0:7.1f} s] {what}", file=sys.stderr, flush=True)
+
+
 def _worker(rank, world, init_file):
     import torch.distributed as dist
 
@@ -46,6 +52,7 @@ def _worker(rank, world, init_file):
         n = E // world
         local = [t[rank * n:(rank + 1) * n].contiguous() for t in (w1, s1, w2, s2)]
         x, ids, w = _tokens(rank, world, dev, 100)
+        _log(rank, f"initialized, {x.shape[0]} tokens")
         for det in (True, False):
             ref = moekit.MoeLayer(E, K, H, I, deterministic=det, gemm1_promote_k=64)
             ref.load_weights(w1, s1, w2, s2)
@@ -55,35 +62,52 @@ def _worker(rank, world, init_file):
                                           gemm1_promote_k=64)
                 assert (layer.local_offset, layer.local_count) == (rank * n, n)
                 layer.load_weights(*local)
-                y = layer(x, ids, w)
+                _log(rank, f"{mode} deterministic={det}: layer ready")
+                y = layer(x, topk_ids=ids, topk_weights=w)
+                torch.cuda.synchronize()
+                _log(rank, f"{mode} deterministic={det}: forward done")
                 assert y.shape == (x.shape[0], H)
                 if det:
                     assert torch.equal(y, y_ref), f"rank {rank} {mode}: not bit-identical"
                 elif x.shape[0]:
                     err = rel_l2(y, y_ref)
                     assert err <= 5e-3, f"rank {rank} {mode}: rel L2 {err}"
+        # Routing from router logits on the token's rank: the single-GPU layer's logits path.
+        logits = torch.randn(x.shape[0], E, device=dev, generator=torch.Generator(device=dev).manual_seed(rank))
+        ref = moekit.MoeLayer(E, K, H, I, routing="softmax_topk", deterministic=True, gemm1_promote_k=64)
+        ref.load_weights(w1, s1, w2, s2)
+        layer = moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP, mode="high_throughput", deterministic=True,
+                                  gemm1_promote_k=64, routing="softmax_topk")
+        layer.load_weights(*local)
+        assert torch.equal(layer(x, router_logits=logits), ref(x, router_logits=logits)), f"rank {rank}: logits"
+        _log(rank, "logits path done")
         # Low latency in a CUDA graph: replayed with new ids and weights, equals the eager call.
         layer = moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP, deterministic=True, gemm1_promote_k=64)
         layer.load_weights(*local)
         layer.prepare()
+        _log(rank, "graph: prepared")
         graph = torch.cuda.CUDAGraph()
         # thread_local: NCCL's own threads may call CUDA while this one captures.
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            y_graph = layer(x, ids, w)
+            y_graph = layer(x, topk_ids=ids, topk_weights=w)
         _, ids2, w2_ = _tokens(rank, world, dev, 200)
         ids.copy_(ids2)
         w.copy_(w2_)
         graph.replay()
         torch.cuda.synchronize()
-        assert torch.equal(y_graph, layer(x, ids, w)), f"rank {rank}: replay differs from eager"
+        _log(rank, "graph: replayed")
+        assert torch.equal(y_graph, layer(x, topk_ids=ids, topk_weights=w)), f"rank {rank}: replay differs from eager"
         # Argument errors, raised before any collective (on every rank alike).
         import pytest as _pytest
 
         with _pytest.raises(ValueError, match="max_tokens_per_rank"):
             layer(torch.zeros(CAP + 1, H, dtype=torch.bfloat16, device=dev),
-                  torch.zeros(CAP + 1, K, dtype=torch.int32, device=dev), torch.zeros(CAP + 1, K, device=dev))
+                  topk_ids=torch.zeros(CAP + 1, K, dtype=torch.int32, device=dev),
+                  topk_weights=torch.zeros(CAP + 1, K, device=dev))
         with _pytest.raises(TypeError):
-            layer(x.float(), ids, w)
+            layer(x.float(), topk_ids=ids, topk_weights=w)
+        with _pytest.raises(ValueError, match="no routing"):
+            layer(x, router_logits=torch.zeros(x.shape[0], E, device=dev))
         with _pytest.raises(ValueError, match="mode"):
             moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP, mode="fast")
         dist.barrier()
