@@ -7,18 +7,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include "planning/ep_plan.h"
+
 namespace moekit::detail {
-
-/// Most ranks of one expert-parallel group (a token's destination set is a 32-bit mask).
-constexpr int kEpMaxRanks = 32;
-
-/// The record that travels with each dispatched row (FP32 words, row-major [rows, words]): the
-/// row's kb = ceil(H/128) scales, then its k ids (int32 bits; invalid and absent ones −1), then its
-/// k router weights. One transfer per destination for all of them.
-struct EpMeta {
-  int kb = 0, top_k = 0;
-  constexpr int64_t words() const { return kb + 2 * int64_t(top_k); }
-};
 
 /// The source side of the dispatch (device pointers, this rank's tokens): ep_route, then
 /// ep_quantize_pack.

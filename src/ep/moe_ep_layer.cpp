@@ -13,7 +13,7 @@
 #include "moe/moe_forward.h"
 #include "moe/moe_layer_access.h"
 #include "moe/moe_stage_trace.h"
-#include "moe/workspace_carver.h"
+#include "planning/ep_plan.h"
 #include "moekit/moe_ops.h"
 #include "moekit/numerics.h"
 #include "moekit/routing.h"
@@ -37,35 +37,9 @@ CommFacts comm_facts(ncclComm_t comm) {
   return f;
 }
 
-// Validates the expert-parallel fields and returns the local slice's MoeLayer configuration.
 MoeConfig local_layer_config(const MoeEpConfig& c, ncclComm_t comm) {
-  const char* fn = "moekit::MoeEpLayer";
   const CommFacts f = comm_facts(comm);
-  const MoeConfig& l = c.layer;
-  MOEKIT_REQUIRE(f.world <= detail::kEpMaxRanks, kInv, fn, ": ", f.world, " ranks; at most ", detail::kEpMaxRanks);
-  MOEKIT_REQUIRE(l.local_offset == 0 && l.local_count == 0, kInv, fn,
-                 ": layer.local_offset / local_count must be 0 (each rank's slice follows from its rank)");
-  MOEKIT_REQUIRE(l.num_experts > 0 && l.num_experts % f.world == 0, kInv, fn, ": layer.num_experts = ", l.num_experts,
-                 " must be a positive multiple of the ranks (", f.world, ")");
-  MOEKIT_REQUIRE(l.weight_format == MoeWeightFormat::kFp8, kInv, fn,
-                 ": only FP8 weights with expert parallelism in this version (weight_format kMxfp4)");
-  MOEKIT_REQUIRE(l.gemm1_input != MoeGemm1Input::kPermuted, kInv, fn,
-                 ": gemm1_input kPermuted: the received rows are read in place (kAuto or kGathered)");
-  MOEKIT_REQUIRE(l.inter % 64 == 0, kInv, fn, ": layer.inter = ", l.inter,
-                 " must be a multiple of 64 with expert parallelism (the fused pipeline)");
-  const int64_t cap = c.max_tokens_per_rank;
-  MOEKIT_REQUIRE(cap >= 1, kInv, fn, ": max_tokens_per_rank = ", cap, " must be >= 1");
-  MOEKIT_REQUIRE(l.hidden > 0 && l.top_k > 0 && cap * f.world * l.top_k < (int64_t(1) << 31) &&
-                     cap * f.world * l.hidden < (int64_t(1) << 32),
-                 kInv, fn, ": max_tokens_per_rank = ", cap, " is too large for ", f.world,
-                 " ranks (ranks * max_tokens_per_rank * k < 2^31 and * H < 2^32)");
-  MoeLayer::validate(l);
-  MoeConfig local = l;
-  local.local_count = l.num_experts / f.world;
-  local.local_offset = f.rank * local.local_count;
-  local.routing.reset();  // the token's rank routes; the owners get ids
-  local.gemm1_input = MoeGemm1Input::kGathered;
-  return local;
+  return detail::ep_local_config(c, f.rank, f.world);
 }
 
 bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
@@ -76,61 +50,59 @@ bool overlap(const void* a, size_t na, const void* b, size_t nb) {
   return x < y + nb && y < x + na;
 }
 
-// The workspace regions (null while measuring). C = max_tokens_per_rank, R = G · C rows received
-// at most; low latency sends C rows to everyone, high throughput G blocks of C rows.
+// The workspace regions at the plan's offsets (planning/ep_plan.h has their shapes).
 struct EpRegions {
-  int32_t* ids;  // routed from logits [C, k]
+  int32_t* ids;
   float* weights;
   int32_t* invalid;
-  uint8_t* send_x;  // low latency [C, H]; high throughput [G, C, H]
-  float* send_meta;  // [C or G·C] records (detail::EpMeta: scales, ids, weights)
-  int32_t* pos;     // [C, G]
-  uint32_t* masks;  // [C]
-  int32_t* counts;  // [2G]: sent to each rank, received from each rank
-  int32_t* map;     // [C, max(G, k)]
-  float* ones;      // [C, G]
-  uint8_t* recv_x;  // [R, H]
-  float* recv_meta;  // [R] records
+  uint8_t* send_x;
+  float* send_meta;
+  int32_t* pos;
+  uint32_t* masks;
+  int32_t* counts;
+  int32_t* map;
+  float* ones;
+  uint8_t* recv_x;
+  float* recv_meta;
   int32_t* recv_ids;
   float* recv_w;
-  float* sx_phys;   // [kb, sfa_ld(R)]
+  float* sx_phys;
   int32_t* local_invalid;
-  uint16_t* y_local;  // [R, H] partial sums, or deterministic [R, k, H] slot rows
-  uint16_t* back;     // the same, returned: [G, C, H] or [G, C, k, H]
+  uint16_t* y_local;
+  uint16_t* back;
   void* local_ws;
   size_t local_ws_bytes;
-  size_t bytes;
 };
 
-EpRegions carve(const MoeEpConfig& c, const MoeConfig& local, int world, char* base) {
-  detail::WorkspaceCarver w{base};
-  const int64_t cap = c.max_tokens_per_rank, rows = cap * world, h = c.layer.hidden, k = c.layer.top_k;
-  const detail::EpMeta meta{int(ceil_div(h, kQuantBlock)), int(k)};
-  const bool ht = c.mode == MoeEpMode::kHighThroughput;
-  const int64_t blocks = ht ? world : 1;
-  const int64_t out_cols = c.layer.deterministic ? k * h : h;
-  EpRegions r{};
-  r.ids = w.take<int32_t>(c.layer.routing ? cap * k : 0);
-  r.weights = w.take<float>(c.layer.routing ? cap * k : 0);
-  r.invalid = w.take<int32_t>(1);
-  r.send_x = w.take<uint8_t>(blocks * cap * h);
-  r.send_meta = w.take<float>(blocks * cap * meta.words());
-  r.pos = w.take<int32_t>(ht ? cap * world : 0);
-  r.masks = w.take<uint32_t>(ht ? cap : 0);
-  r.counts = w.take<int32_t>(2 * world);
-  r.map = w.take<int32_t>(cap * std::max<int64_t>(world, k));
-  r.ones = w.take<float>(cap * world);
-  r.recv_x = w.take<uint8_t>(rows * h);
-  r.recv_meta = w.take<float>(rows * meta.words());
-  r.recv_ids = w.take<int32_t>(rows * k);
-  r.recv_w = w.take<float>(rows * k);
-  r.sx_phys = w.take<float>(sfa_physical_size(rows, h));
-  r.local_invalid = w.take<int32_t>(1);
-  r.y_local = w.take<uint16_t>(rows * out_cols);
-  r.back = w.take<uint16_t>(rows * out_cols);
-  r.local_ws_bytes = detail::moe_forward_workspace_size(rows, local.top_k, h, local.inter, local.local_count);
-  r.local_ws = w.take<char>(static_cast<int64_t>(r.local_ws_bytes));
-  r.bytes = w.used;
+detail::EpWorkspacePlan workspace_plan(const MoeEpConfig& c, const MoeConfig& local, int world) {
+  const int64_t rows = c.max_tokens_per_rank * world;
+  return detail::ep_workspace_plan(
+      c, world, detail::moe_forward_workspace_size(rows, local.top_k, local.hidden, local.inter, local.local_count));
+}
+
+EpRegions regions(const detail::EpWorkspacePlan& p, char* base) {
+  const auto at = [base](size_t off) { return static_cast<void*>(base + off); };
+  EpRegions r;
+  r.ids = static_cast<int32_t*>(at(p.ids));
+  r.weights = static_cast<float*>(at(p.weights));
+  r.invalid = static_cast<int32_t*>(at(p.invalid));
+  r.send_x = static_cast<uint8_t*>(at(p.send_x));
+  r.send_meta = static_cast<float*>(at(p.send_meta));
+  r.pos = static_cast<int32_t*>(at(p.pos));
+  r.masks = static_cast<uint32_t*>(at(p.masks));
+  r.counts = static_cast<int32_t*>(at(p.counts));
+  r.map = static_cast<int32_t*>(at(p.map));
+  r.ones = static_cast<float*>(at(p.ones));
+  r.recv_x = static_cast<uint8_t*>(at(p.recv_x));
+  r.recv_meta = static_cast<float*>(at(p.recv_meta));
+  r.recv_ids = static_cast<int32_t*>(at(p.recv_ids));
+  r.recv_w = static_cast<float*>(at(p.recv_w));
+  r.sx_phys = static_cast<float*>(at(p.sx_phys));
+  r.local_invalid = static_cast<int32_t*>(at(p.local_invalid));
+  r.y_local = static_cast<uint16_t*>(at(p.y_local));
+  r.back = static_cast<uint16_t*>(at(p.back));
+  r.local_ws = at(p.local_ws);
+  r.local_ws_bytes = p.local_ws_bytes;
   return r;
 }
 
@@ -173,7 +145,7 @@ void MoeEpLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t pre
   local_.prepare_weights(w, prepared, prepared_bytes, stream);
 }
 
-size_t MoeEpLayer::workspace_size() const { return carve(config_, local_.config(), world_, nullptr).bytes; }
+size_t MoeEpLayer::workspace_size() const { return workspace_plan(config_, local_.config(), world_).bytes; }
 
 void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
   const char* fn = "moekit::MoeEpLayer::forward";
@@ -198,7 +170,8 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
                    ": topk_ids and topk_weights must be 4-byte aligned");
   }
   MOEKIT_REQUIRE(aligned(a.invalid_count, 4), ErrorCode::kMisaligned, fn, ": invalid_count must be 4-byte aligned");
-  const size_t need = workspace_size();
+  const detail::EpWorkspacePlan plan = workspace_plan(config_, local_.config(), g);
+  const size_t need = plan.bytes;
   MOEKIT_REQUIRE(a.workspace != nullptr && a.workspace_bytes >= need, kInv, fn, ": workspace too small: ",
                  a.workspace_bytes, " bytes, workspace_size() = ", need);
   MOEKIT_REQUIRE(aligned(a.workspace, 256), ErrorCode::kMisaligned, fn, ": workspace must be 256-byte aligned");
@@ -206,7 +179,7 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
   MOEKIT_REQUIRE(!overlap(a.y, xy, a.x, xy) && !overlap(a.y, xy, a.workspace, need), kInv, fn,
                  ": y overlaps x or the workspace");
 
-  const EpRegions r = carve(config_, local_.config(), g, static_cast<char*>(a.workspace));
+  const EpRegions r = regions(plan, static_cast<char*>(a.workspace));
   detail::moe_stage_begin(stream);  // `moekit bench ep`'s stage times
   const bool ht = config_.mode == MoeEpMode::kHighThroughput;
   const bool det = c.deterministic;
