@@ -1,5 +1,6 @@
 // moekit — umbrella header.
 #pragma once
+#include "moekit/attention.h"
 #include "moekit/error.h"
 #include "moekit/gemm.h"
 #include "moekit/numerics.h"

@@ -1,0 +1,150 @@
+// DeepSeek-V4 attention's cache writer and RoPE (include/moekit/attention.h) against the host
+// references (src/attention/attention_reference.h): the written entries bit for bit, untouched
+// slots left alone; RoPE within one bf16 rounding of the float64 rotation, the other dims and
+// rows without a position unchanged, forward then inverse back to the input within 1 bf16 ulp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "attention/attention_reference.h"
+#include "gpu_test_util.h"
+#include "moekit/attention.h"
+#include "moekit/numerics.h"
+#include "runtime/device_buffer.h"
+
+namespace {
+
+using moekit::MixedKvCache;
+using moekit::detail::DeviceBuffer;
+
+// Distance in units in the last place of two bf16 values of the same sign (0 when equal).
+int ulp_distance(uint16_t a, uint16_t b) {
+  const auto ordered = [](uint16_t v) { return (v & 0x8000) ? -int(v & 0x7FFF) : int(v); };
+  return std::abs(ordered(a) - ordered(b));
+}
+
+TEST(MixedKvCacheWrite, MatchesTheHostQuantizerAndSkipsBadSlots) {
+  constexpr int64_t kEntries = 50, kT = 19, kLd = 520;  // ldk > 512: a padded row stride
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> k(size_t(kT * kLd), moekit::bf16_from_float(7.0f));
+  for (int64_t t = 0; t < kT; ++t)
+    for (int g = 0; g < 8; ++g) {
+      const float scale = std::ldexp(1.0f, int(rng() % 24) - 12);  // groups across 2^-12 … 2^11
+      for (int d = 0; d < 64; ++d) k[size_t(t * kLd + g * 64 + d)] = moekit::bf16_from_float(normal(rng) * scale);
+    }
+  for (int d = 0; d < 64; ++d) k[size_t(2 * kLd + 64 + d)] = 0;       // an all-zero group
+  k[size_t(3 * kLd + 5)] = moekit::bf16_from_float(NAN);             // a NaN group
+  k[size_t(4 * kLd + 130)] = moekit::bf16_from_float(448.0f * 8.0f);  // amax exactly 448 · 2^3
+  std::vector<int32_t> slots(kT);
+  for (int64_t t = 0; t < kT; ++t) slots[size_t(t)] = int32_t((t * 7 + 3) % kEntries);
+  slots[5] = -1;
+  slots[6] = int32_t(kEntries);  // out of range: skipped
+
+  DeviceBuffer dk = DeviceBuffer::from(k), ds = DeviceBuffer::from(slots);
+  DeviceBuffer nope(size_t(kEntries * 448)), scales(size_t(kEntries * 7 * 4)), rope(size_t(kEntries * 64 * 2));
+  ASSERT_EQ(cudaMemset(nope.get(), 0xA5, nope.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(scales.get(), 0xA5, scales.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(rope.get(), 0xA5, rope.bytes()), cudaSuccess);
+  const MixedKvCache cache{nope.as<uint8_t>(), scales.as<float>(), rope.get(), kEntries};
+  moekit::test::Stream s;
+  moekit::mixed_kv_cache_write(dk.get(), kT, kLd, ds.as<int32_t>(), cache, s);
+  moekit::test::finish(s, "mixed_kv_cache_write");
+  const auto got_nope = nope.download<uint8_t>(nope.bytes());
+  const auto got_scales = scales.download<uint32_t>(size_t(kEntries * 7));
+  const auto got_rope = rope.download<uint16_t>(size_t(kEntries * 64));
+
+  std::vector<bool> written(kEntries, false);
+  for (int64_t t = 0; t < kT; ++t) {
+    const int32_t e = slots[size_t(t)];
+    if (e < 0 || e >= kEntries) continue;
+    written[size_t(e)] = true;
+    std::vector<float> row(512);
+    for (int d = 0; d < 512; ++d) row[size_t(d)] = moekit::bf16_to_float(k[size_t(t * kLd + d)]);
+    std::vector<uint8_t> want_nope(448);
+    std::vector<float> want_scales(7);
+    std::vector<uint16_t> want_rope(64);
+    moekit::detail::quantize_mixed_kv(row.data(), 1, want_nope.data(), want_scales.data(), want_rope.data());
+    for (int d = 0; d < 448; ++d) ASSERT_EQ(got_nope[size_t(e * 448 + d)], want_nope[size_t(d)]) << t << " " << d;
+    for (int g = 0; g < 7; ++g) {
+      const uint32_t bits = got_scales[size_t(e * 7 + g)];
+      float got;
+      std::memcpy(&got, &bits, 4);
+      if (std::isnan(want_scales[size_t(g)])) EXPECT_TRUE(std::isnan(got)) << t << " " << g;
+      else EXPECT_EQ(got, want_scales[size_t(g)]) << t << " " << g;
+    }
+    for (int d = 0; d < 64; ++d) ASSERT_EQ(got_rope[size_t(e * 64 + d)], want_rope[size_t(d)]) << t << " " << d;
+  }
+  for (int64_t e = 0; e < kEntries; ++e) {
+    if (written[size_t(e)]) continue;
+    for (int d = 0; d < 448; ++d) ASSERT_EQ(got_nope[size_t(e * 448 + d)], 0xA5) << "slot " << e << " touched";
+    ASSERT_EQ(got_scales[size_t(e * 7)], 0xA5A5A5A5u) << "slot " << e << " touched";
+  }
+}
+
+TEST(RopeInplace, MatchesTheReferenceAndRoundTrips) {
+  constexpr int64_t kT = 11, kMaxPos = 4096;
+  constexpr int kHeads = 4;
+  for (int64_t dim : {64, 128, 512}) {
+    SCOPED_TRACE(dim);
+    std::mt19937 rng(static_cast<unsigned>(dim));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<uint16_t> x(size_t(kT * kHeads * dim));
+    for (auto& v : x) v = moekit::bf16_from_float(normal(rng));
+    std::vector<int32_t> pos(kT);
+    for (auto& p : pos) p = int32_t(rng() % kMaxPos);
+    pos[2] = -1;
+    pos[3] = int32_t(kMaxPos);  // past the table: left alone
+    std::vector<float> cos(size_t(kMaxPos * 32)), sin(cos.size());
+    for (int64_t p = 0; p < kMaxPos; ++p)
+      for (int i = 0; i < 32; ++i) {
+        const double theta = double(p) * std::pow(10000.0, -2.0 * i / 64.0);
+        cos[size_t(p * 32 + i)] = float(std::cos(theta));
+        sin[size_t(p * 32 + i)] = float(std::sin(theta));
+      }
+    DeviceBuffer dx = DeviceBuffer::from(x), dp = DeviceBuffer::from(pos), dc = DeviceBuffer::from(cos),
+                 dsn = DeviceBuffer::from(sin);
+    moekit::test::Stream s;
+    moekit::rope_inplace(dx.get(), kT, kHeads, dim, dp.as<int32_t>(), dc.as<float>(), dsn.as<float>(), kMaxPos,
+                         false, s);
+    moekit::test::finish(s, "rope_inplace");
+    const auto fwd = dx.download<uint16_t>(x.size());
+
+    // The float64 rotation of the same bf16 inputs, per (token, head) row.
+    std::vector<int32_t> row_pos(size_t(kT * kHeads));
+    std::vector<double> ref(x.size());
+    for (size_t i = 0; i < x.size(); ++i) ref[i] = moekit::bf16_to_float(x[i]);
+    for (int64_t r = 0; r < kT * kHeads; ++r) {
+      const int32_t p = pos[size_t(r / kHeads)];
+      row_pos[size_t(r)] = p < kMaxPos ? p : -1;
+    }
+    moekit::detail::rope_reference(ref.data(), kT * kHeads, dim, 64, row_pos.data(), cos.data(), sin.data(), false);
+    int worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int64_t d = int64_t(i) % dim;
+      const bool rotated = d >= dim - 64 && row_pos[i / size_t(dim)] >= 0;
+      if (!rotated) {
+        ASSERT_EQ(fwd[i], x[i]) << "element " << i << " is not a rope dim of a positioned row";
+        continue;
+      }
+      worst = std::max(worst, ulp_distance(fwd[i], moekit::bf16_from_float(float(ref[i]))));
+    }
+    EXPECT_LE(worst, 1) << "vs the float64 rotation rounded once";
+
+    moekit::rope_inplace(dx.get(), kT, kHeads, dim, dp.as<int32_t>(), dc.as<float>(), dsn.as<float>(), kMaxPos, true,
+                         s);
+    moekit::test::finish(s, "rope_inplace inverse");
+    const auto back = dx.download<uint16_t>(x.size());
+    int round_trip = 0;
+    for (size_t i = 0; i < x.size(); ++i) round_trip = std::max(round_trip, ulp_distance(back[i], x[i]));
+    EXPECT_LE(round_trip, 1) << "forward then inverse";
+  }
+}
+
+}  // namespace
