@@ -15,8 +15,8 @@ enum class MoeEpMode { kLowLatency, kHighThroughput };
 /// Configuration of the expert-parallel layer.
 struct MoeEpConfig {
   /// The whole model's layer: num_experts = E of the model, routing as for MoeLayer.
-  /// local_offset / local_count must be 0 (they follow from the rank); weight_format kFp8;
-  /// gemm1_input kAuto or kGathered (the received rows are read in place).
+  /// local_offset / local_count must be 0 (they follow from the rank); gemm1_input kAuto or
+  /// kGathered (FP8 weights: the received rows are read in place).
   MoeConfig layer;
   MoeEpMode mode = MoeEpMode::kLowLatency;
   /// Every rank's num_tokens is at most this (≥ 1). kLowLatency sends this many rows per rank

@@ -29,8 +29,10 @@
 // call. One process may drive several GPUs (one thread per rank, e.g. ncclCommInitAll's
 // communicators), as the tests do.
 //
-// Limits of this version: FP8 weights (MXFP4: kInvalidArgument), no per-expert biases, E a
-// multiple of G, caller-provided top-k ids or logits routed on the token's rank.
+// Weights: FP8, or MXFP4 (the received rows are then copied per slot for the expansion / decode
+// GEMMs); gpt-oss's per-expert biases with deterministic = false only (the deterministic combine
+// on the token's rank would need every rank's b2). E a multiple of G; caller top-k ids, or logits
+// routed on the token's rank.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -64,8 +66,8 @@ class MoeEpLayer {
 
   /// Bytes of the prepared-weight buffer of the local experts (MoeLayer::prepared_weight_bytes).
   size_t prepared_weight_bytes() const { return local_.prepared_weight_bytes(); }
-  /// Prepares the local experts' weights (E/G experts, as MoeLayer::prepare_weights); biases are
-  /// rejected (kInvalidArgument). Not collective.
+  /// Prepares the local experts' weights (E/G experts, as MoeLayer::prepare_weights); biases with
+  /// deterministic = true are rejected (kInvalidArgument). Not collective.
   void prepare_weights(const MoeWeights& local_weights, void* prepared, size_t prepared_bytes, cudaStream_t stream);
 
   /// Workspace bytes of forward (a function of the configuration and G; needs the device).

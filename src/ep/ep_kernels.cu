@@ -165,8 +165,8 @@ __global__ void __launch_bounds__(kPackThreads) ep_quantize_pack_kernel(EpSource
   }
 }
 
-__global__ void ep_unpack_meta_kernel(const float* __restrict__ meta, EpMeta m, int64_t rows, float* __restrict__ sx,
-                                      int32_t* __restrict__ ids, float* __restrict__ weights) {
+__global__ void ep_unpack_meta_kernel(const float* __restrict__ meta, EpMeta m, int64_t rows, bool physical,
+                                      float* __restrict__ sx, int32_t* __restrict__ ids, float* __restrict__ weights) {
   const int64_t ld = sfa_ld(rows), words = m.words();
   const int64_t n = rows * words;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -174,7 +174,7 @@ __global__ void ep_unpack_meta_kernel(const float* __restrict__ meta, EpMeta m, 
     const int w = int(i - r * words);
     const float v = meta[i];
     if (w < m.kb)
-      sx[int64_t(w) * ld + r] = v;
+      sx[physical ? int64_t(w) * ld + r : r * m.kb + w] = v;
     else if (w < m.kb + m.top_k)
       ids[r * m.top_k + (w - m.kb)] = __float_as_int(v);
     else
@@ -215,11 +215,12 @@ void ep_quantize_pack(const EpSourceArgs& a, cudaStream_t stream) {
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 
-void ep_unpack_meta(const float* meta, EpMeta m, int64_t rows, float* sx, int32_t* ids, float* weights,
+void ep_unpack_meta(const float* meta, EpMeta m, int64_t rows, bool physical, float* sx, int32_t* ids, float* weights,
                     cudaStream_t stream) {
   if (rows == 0) return;
   const int64_t blocks = std::min<int64_t>((rows * m.words() + 255) / 256, 132 * 16);
-  ep_unpack_meta_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(meta, m, rows, sx, ids, weights);
+  ep_unpack_meta_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(meta, m, rows, physical, sx, ids,
+                                                                           weights);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 

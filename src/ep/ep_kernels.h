@@ -52,9 +52,10 @@ void ep_route(const EpSourceArgs& a, cudaStream_t stream);
 /// compact: also the records' routing and the combine maps.
 void ep_quantize_pack(const EpSourceArgs& a, cudaStream_t stream);
 
-/// The receiving side: `rows` records → the scales in the GEMM's physical layout over `rows`
-/// (numerics.h: sx[kb · sfa_ld(rows) + r]) and the ids / weights as [rows, k] arrays.
-void ep_unpack_meta(const float* meta, EpMeta m, int64_t rows, float* sx, int32_t* ids, float* weights,
+/// The receiving side: `rows` records → the scales, in the GEMM's physical layout over `rows`
+/// (numerics.h: sx[kb · sfa_ld(rows) + r]) or token-major [rows, kb] (`physical` false), and the
+/// ids / weights as [rows, k] arrays.
+void ep_unpack_meta(const float* meta, EpMeta m, int64_t rows, bool physical, float* sx, int32_t* ids, float* weights,
                     cudaStream_t stream);
 
 }  // namespace moekit::detail

@@ -66,7 +66,7 @@ struct EpRegions {
   float* recv_meta;
   int32_t* recv_ids;
   float* recv_w;
-  float* sx_phys;
+  float* recv_sx;
   int32_t* local_invalid;
   uint16_t* y_local;
   uint16_t* back;
@@ -97,7 +97,7 @@ EpRegions regions(const detail::EpWorkspacePlan& p, char* base) {
   r.recv_meta = static_cast<float*>(at(p.recv_meta));
   r.recv_ids = static_cast<int32_t*>(at(p.recv_ids));
   r.recv_w = static_cast<float*>(at(p.recv_w));
-  r.sx_phys = static_cast<float*>(at(p.sx_phys));
+  r.recv_sx = static_cast<float*>(at(p.recv_sx));
   r.local_invalid = static_cast<int32_t*>(at(p.local_invalid));
   r.y_local = static_cast<uint16_t*>(at(p.y_local));
   r.back = static_cast<uint16_t*>(at(p.back));
@@ -139,9 +139,10 @@ MoeEpLayer::~MoeEpLayer() {
 }
 
 void MoeEpLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepared_bytes, cudaStream_t stream) {
-  MOEKIT_REQUIRE(w.b1 == nullptr && w.b2 == nullptr, kInv,
-                 "moekit::MoeEpLayer::prepare_weights: per-expert biases are not supported with expert parallelism "
-                 "in this version");
+  // Deterministic mode sums the slots' rows on the token's rank, which holds no other rank's b2.
+  MOEKIT_REQUIRE(!config_.layer.deterministic || (w.b1 == nullptr && w.b2 == nullptr), kInv,
+                 "moekit::MoeEpLayer::prepare_weights: per-expert biases need deterministic = false with expert "
+                 "parallelism in this version");
   local_.prepare_weights(w, prepared, prepared_bytes, stream);
 }
 
@@ -254,17 +255,17 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
 
   // 3. The local experts on the received rows: the MoE layer's forward, its choices for R rows.
   if (received > 0) {
-    detail::ep_unpack_meta(r.recv_meta, meta, received, r.sx_phys, r.recv_ids, r.recv_w, stream);
-    const detail::MoePlan plan = detail::MoeLayerAccess::prequantized_plan(local_, received);
+    const detail::MoePlan local_plan = detail::MoeLayerAccess::prequantized_plan(local_, received);
+    detail::ep_unpack_meta(r.recv_meta, meta, received, local_plan.gather, r.recv_sx, r.recv_ids, r.recv_w, stream);
     detail::MoeForwardRequest f = detail::MoeLayerAccess::weights(local_, fn);
     f.xq = r.recv_x;
-    f.sxq = r.sx_phys;
+    f.sxq = r.recv_sx;
     f.topk_ids = r.recv_ids;
     f.topk_weights = r.recv_w;
     (det ? f.slot_rows : f.y) = r.y_local;
     f.invalid_count = r.local_invalid;
     const detail::PdlScope pdl(true);
-    detail::moe_forward(plan, f, r.local_ws, r.local_ws_bytes, stream);
+    detail::moe_forward(local_plan, f, r.local_ws, r.local_ws_bytes, stream);
   }
 
   // 4. Combine: every owner returns its rows for the token's rank, which sums them.

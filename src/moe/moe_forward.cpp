@@ -195,9 +195,12 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
   }
   if (plan.quantize_in_sort) {
     // done by the sort's launch
-  } else if (plan.prequantized) {  // the quantize pass's zeroing duties
+  } else if (plan.prequantized) {  // the quantize pass's zeroing duties, and (MXFP4) the per-slot copy
     MOEKIT_CUDA_CHECK(cudaMemsetAsync(p.counters, 0, kMoeTileCounters * sizeof(unsigned), stream));
     if (zero_acc) MOEKIT_CUDA_CHECK(cudaMemsetAsync(zero_acc, 0, size_t(t) * size_t(h) * sizeof(float), stream));
+    if (!plan.gather)
+      gather_rows(r.xq, r.sxq, sort.permuted_to_expanded, t, h, k, plan.rows, p.a_perm, p.sa_perm, stream);
+    moe_stage_mark("permute_prequantized", stream);
   } else if (plan.gather) {
     if (!moe_diag_skip("permute_quant"))
       quantize_tokens_zeroing(r.x, t, h, p.a_perm, p.sa_perm, zero_acc, stream, p.counters, kMoeTileCounters);
@@ -213,10 +216,11 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
   }
 
   // Gathered, GEMM1 reads token rows (row_map / top_k) from the token-major copy in a_perm.
-  const void* a_tokens = plan.prequantized ? r.xq : p.a_perm;
-  const float* sa_tokens = plan.prequantized ? r.sxq : p.sa_perm;
-  const MoeGemm1Args g1{.a = plan.prequantized ? a_tokens : p.a_perm,
-                        .sa = plan.prequantized ? sa_tokens : p.sa_perm,
+  const bool in_place = plan.prequantized && plan.gather;  // GEMM1 reads the caller's rows
+  const void* a_tokens = in_place ? r.xq : p.a_perm;
+  const float* sa_tokens = in_place ? r.sxq : p.sa_perm;
+  const MoeGemm1Args g1{.a = in_place ? a_tokens : p.a_perm,
+                        .sa = in_place ? sa_tokens : p.sa_perm,
                         .a_tokens = plan.gather ? a_tokens : nullptr,
                         .sa_tokens = plan.gather ? sa_tokens : nullptr,
                         .num_tokens = plan.gather ? t : 0,

@@ -53,7 +53,8 @@ struct MoeForwardRequest {
   const float* b2 = nullptr;              ///< FP32 [E_local, H] or null
   void* y = nullptr;                      ///< bf16 [T, H], fully written
   /// MoePlan::prequantized: the tokens as FP8 [T, H] (row stride H, 16-byte aligned) and their
-  /// 1x128 scales in the physical layout over T rows (numerics.h); x is not read.
+  /// 1x128 scales — in the physical layout over T rows (numerics.h) when the plan gathers, else
+  /// token-major [T, ceil(H/128)]; x is not read.
   const void* xq = nullptr;
   const float* sxq = nullptr;
   /// Deterministic plans only (MoePlan::gemm2.rows_then_combine), instead of y: each kept slot's

@@ -261,6 +261,13 @@ void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top
   MOEKIT_CUDA_CHECK(cudaGetLastError());
   if (rows_bound == 0) return;
 
+  detail::gather_rows(xq, sx, permuted_to_expanded, num_tokens, hidden, top_k, rows_bound, a_perm, sa_perm, stream);
+}
+
+void detail::gather_rows(const void* xq, const float* sx, const int32_t* permuted_to_expanded, int64_t num_tokens,
+                         int64_t hidden, int top_k, int64_t rows_bound, void* a_perm, float* sa_perm,
+                         cudaStream_t stream) {
+  if (num_tokens == 0 || rows_bound == 0) return;
   GatherParams g{};
   g.xq = static_cast<const uint8_t*>(xq);
   g.sx = sx;
@@ -273,7 +280,7 @@ void permute_quantize(const void* x, int64_t num_tokens, int64_t hidden, int top
   g.vectors = hidden / 16;
   g.hidden = hidden;
   g.top_k = top_k;
-  g.groups = groups;
+  g.groups = static_cast<int>(ceil_div(hidden, kQuantBlock));
   gather_rows_kernel<<<grid_for(rows_bound, kGatherRows), kThreads, 0, stream>>>(g);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }

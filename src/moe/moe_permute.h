@@ -34,6 +34,13 @@ void permute_quantize_by_token_zeroing(const void* x, int64_t num_tokens, int64_
 void quantize_tokens_zeroing(const void* x, int64_t num_tokens, int64_t hidden, void* xq, float* sx, float* zero_acc,
                              cudaStream_t stream, unsigned* zero_u32 = nullptr, int num_zero_u32 = 0);
 
+/// permute_quantize's second half on tokens already quantized: copies token t's FP8 row (xq
+/// [T, H], row stride H) and its scales (token-major sx [T, ceil(H/128)]) into every permuted row r
+/// with permuted_to_expanded[r] in [0, T · k) (a_perm [rows_bound, H], sa_perm physical over
+/// rows_bound); other rows are left alone. 16-byte aligned buffers, H a multiple of 16.
+void gather_rows(const void* xq, const float* sx, const int32_t* permuted_to_expanded, int64_t num_tokens,
+                 int64_t hidden, int top_k, int64_t rows_bound, void* a_perm, float* sa_perm, cudaStream_t stream);
+
 /// Validates the arguments of permute_quantize_by_token_zeroing (token mode:
 /// expanded_to_permuted null, top_k 1, rows_bound = num_tokens — token t's codes go to row t of
 /// a_perm, its scales to column t of sa_perm) and fills `q` but for the unroll-dependent fields

@@ -19,8 +19,6 @@ MoeConfig ep_local_config(const MoeEpConfig& c, int rank, int world) {
                  ": layer.local_offset / local_count must be 0 (each rank's slice follows from its rank)");
   MOEKIT_REQUIRE(l.num_experts > 0 && l.num_experts % world == 0, kInv, fn, ": layer.num_experts = ", l.num_experts,
                  " must be a positive multiple of the ranks (", world, ")");
-  MOEKIT_REQUIRE(l.weight_format == MoeWeightFormat::kFp8, kInv, fn,
-                 ": only FP8 weights with expert parallelism in this version (weight_format kMxfp4)");
   MOEKIT_REQUIRE(l.gemm1_input != MoeGemm1Input::kPermuted, kInv, fn,
                  ": gemm1_input kPermuted: the received rows are read in place (kAuto or kGathered)");
   MOEKIT_REQUIRE(l.inter % 64 == 0, kInv, fn, ": layer.inter = ", l.inter,
@@ -69,7 +67,7 @@ EpWorkspacePlan ep_workspace_plan(const MoeEpConfig& c, int world, size_t local_
   p.recv_meta = at(rows * words * 4);
   p.recv_ids = at(rows * k * 4);
   p.recv_w = at(rows * k * 4);
-  p.sx_phys = at(sfa_physical_size(rows, h) * 4);
+  p.recv_sx = at(sfa_physical_size(rows, h) * 4);
   p.local_invalid = at(4);
   p.y_local = at(rows * out_cols * 2);
   p.back = at(rows * out_cols * 2);

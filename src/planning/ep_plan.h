@@ -21,10 +21,11 @@ struct EpMeta {
 };
 
 /// Validates `c` for rank `rank` of `world` (kInvalidArgument naming the field: world in
-/// [1, kEpMaxRanks], E a multiple of world, local_offset / local_count 0, FP8 weights, gemm1_input
-/// not kPermuted, I a multiple of 64, max_tokens_per_rank ≥ 1 and world · max_tokens_per_rank ·
-/// k < 2^31, · H < 2^32, then MoeLayer::validate) and returns the MoeConfig of the rank's local
-/// experts [rank · E/world, +E/world): caller ids (the token's rank routes), gathered GEMM1 input.
+/// [1, kEpMaxRanks], E a multiple of world, local_offset / local_count 0, gemm1_input not
+/// kPermuted, I a multiple of 64, max_tokens_per_rank ≥ 1 and world · max_tokens_per_rank · k <
+/// 2^31, · H < 2^32, then MoeLayer::validate) and returns the MoeConfig of the rank's local
+/// experts [rank · E/world, +E/world): caller ids (the token's rank routes), gathered GEMM1 input
+/// (MXFP4 weights: the received rows are copied per slot instead, MoePlan::prequantized).
 MoeConfig ep_local_config(const MoeEpConfig& c, int rank, int world);
 
 /// Byte offsets of the forward's workspace regions, 256-byte aligned, in carve order (C =
@@ -40,7 +41,7 @@ struct EpWorkspacePlan {
   size_t map = 0, ones = 0;        ///< combine map [C, max(world, k)], ones [C, world]
   size_t recv_x = 0, recv_meta = 0;  ///< [R, H], R records
   size_t recv_ids = 0, recv_w = 0;   ///< unpacked [R, k]
-  size_t sx_phys = 0;              ///< the received scales in the GEMM's layout over R rows
+  size_t recv_sx = 0;              ///< the received scales as the local plan reads them (physical over R rows, or token-major)
   size_t local_invalid = 0;        ///< [1]
   size_t y_local = 0, back = 0;    ///< bf16 [R, H] (deterministic [R, k, H]), sent and returned
   size_t local_ws = 0;             ///< the local forward's workspace (local_ws_bytes)

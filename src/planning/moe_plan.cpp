@@ -277,11 +277,12 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
   // MXFP4 weights: the producer's warps 2 and 3 expand them, so GEMM1 reads the permuted copy.
   const bool mx = layer.weight_format == MoeWeightFormat::kMxfp4;
   p.gather = !mx && gemm1_gathers(layer.gemm1_input, t, layer.hidden, p.load);
-  if (prequantized) {  // the rows are read where they are: only the gather variant can
-    MOEKIT_REQUIRE(!mx && !p.from_logits && t * layer.hidden < (int64_t(1) << 32), ErrorCode::kInvalidArgument,
-                   "moekit: pre-quantized tokens need FP8 weights, caller-routed ids and T * H < 2^32 (T = ", t,
-                   ", H = ", layer.hidden, ")");
-    p.prequantized = p.gather = true;
+  if (prequantized) {  // FP8 weights: GEMM1 reads the rows where they are; MXFP4: copied per slot
+    MOEKIT_REQUIRE(!p.from_logits && t * layer.hidden < (int64_t(1) << 32), ErrorCode::kInvalidArgument,
+                   "moekit: pre-quantized tokens need caller-routed ids and T * H < 2^32 (T = ", t, ", H = ",
+                   layer.hidden, ")");
+    p.prequantized = true;
+    p.gather = !mx;
   }
   // Routing and sort in one launch for small batches (route_sort.cu has the measurements); with
   // the gather variant that launch, or the single-CTA sort of callers' ids, quantizes the tokens
@@ -295,7 +296,7 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
     p.quantize_in_sort = p.gather && !p.prequantized && moe_sort_quantize_applies(t, k, local) &&
                          !skip("sort") && !skip("permute_quant");
   }
-  p.permute_token_scales = !p.gather && token_scales_pay(t, k, layer.hidden);
+  p.permute_token_scales = !p.gather && !p.prequantized && token_scales_pay(t, k, layer.hidden);
 
   MoeGemmRequest g1;
   g1.promote_k = layer.gemm1_promote_k;

@@ -94,8 +94,10 @@ struct MoePlan {
   bool route_sort = false;   ///< logits: routing and the single-CTA sort in one launch (moe_route_sort)
   bool sort_single_cta = false;   ///< moe_sort's path (when not fused with the routing): one CTA, else radix
   bool quantize_in_sort = false;  ///< the sort's launch also quantizes the tokens (gather input)
-  /// The caller passes the tokens already quantized (FP8 + 1x128 scales, token-major: the expert-
-  /// parallel layer's received rows): GEMM1 gathers them in place; nothing quantizes here.
+  /// The caller passes the tokens already quantized (FP8 + 1x128 scales: the expert-parallel
+  /// layer's received rows); nothing quantizes here. FP8 weights: GEMM1 gathers them in place
+  /// (gather, scales in the physical layout over T); MXFP4: they are copied per slot into the
+  /// permuted rows (gather_rows, token-major scales).
   bool prequantized = false;
   bool gather = false;            ///< GEMM1 gathers A rows by token; false: a permuted copy per slot
   bool permute_token_scales = false;  ///< the permute stores token-major scales and gathers them by row
@@ -108,8 +110,8 @@ struct MoePlan {
 
 /// Plans a forward of `layer` (resolved, validated) over `num_tokens` tokens. `knobs`: the tile
 /// configuration overrides and (diagnostic builds) the stages MOEKIT_DIAG_SKIP leaves out.
-/// `prequantized` (MoePlan::prequantized): FP8 weights and T · H < 2^32 only (the gather variant);
-/// throws kInvalidArgument otherwise.
+/// `prequantized` (MoePlan::prequantized): caller ids and T · H < 2^32 only; throws
+/// kInvalidArgument otherwise.
 MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_logits, const GemmDeviceLimits& limits,
                          size_t sort_scratch_bytes, const Knobs& knobs, bool prequantized = false);
 

@@ -27,6 +27,7 @@ std::string activations_line(const MoePlan& p) {
     return concat("quantized once per token ", p.quantize_in_sort ? "in the sort's launch" : "(quantize_tokens)",
                   ", GEMM1 gathers its rows by token");
   }
+  if (p.prequantized) return "quantized by the caller (expert-parallel rows), copied per slot (gather_rows)";
   return concat("permuted copy per slot (permute_quantize), token-major scales gathered by row: ",
                 on_off(p.permute_token_scales));
 }

@@ -63,7 +63,6 @@ TEST(EpPlan, RejectsWhatTheLayerCannotRun) {
       {"num_experts", [](MoeEpConfig& c) { c.layer.num_experts = 250; }},
       {"local_offset", [](MoeEpConfig& c) { c.layer.local_count = 64; }},
       {"local_offset", [](MoeEpConfig& c) { c.layer.local_offset = 64; }},
-      {"FP8", [](MoeEpConfig& c) { c.layer.weight_format = moekit::MoeWeightFormat::kMxfp4; }},
       {"kPermuted", [](MoeEpConfig& c) { c.layer.gemm1_input = moekit::MoeGemm1Input::kPermuted; }},
       {"inter", [](MoeEpConfig& c) { c.layer.inter = 2016; }},
       {"max_tokens_per_rank", [](MoeEpConfig& c) { c.max_tokens_per_rank = 0; }},
@@ -76,6 +75,11 @@ TEST(EpPlan, RejectsWhatTheLayerCannotRun) {
     const std::string msg = rejection(c, 4);
     EXPECT_NE(msg.find(word), std::string::npos) << "expected '" << word << "' in: " << msg;
   }
+  MoeEpConfig mx = ok;  // MXFP4 experts (DeepSeek-V4's, gpt-oss's) are taken
+  mx.layer.weight_format = moekit::MoeWeightFormat::kMxfp4;
+  EXPECT_EQ(rejection(mx, 4), "");
+  mx.layer.hidden = 7184;  // MoeLayer's MXFP4 rule: H a multiple of 32
+  EXPECT_NE(rejection(mx, 4), "");
   EXPECT_NE(rejection(ok, moekit::detail::kEpMaxRanks + 1).find("ranks"), std::string::npos);
   EXPECT_THROW(ep_local_config(ok, 4, 4), moekit::Error);
   EXPECT_THROW(ep_local_config(ok, -1, 4), moekit::Error);
@@ -85,7 +89,7 @@ TEST(EpPlan, RejectsWhatTheLayerCannotRun) {
 void expect_well_formed(const EpWorkspacePlan& p) {
   const std::vector<size_t> offsets = {p.ids,     p.weights,  p.invalid,  p.send_x,   p.send_meta, p.pos,
                                        p.masks,   p.counts,   p.map,      p.ones,     p.recv_x,    p.recv_meta,
-                                       p.recv_ids, p.recv_w,  p.sx_phys,  p.local_invalid, p.y_local, p.back,
+                                       p.recv_ids, p.recv_w,  p.recv_sx,  p.local_invalid, p.y_local, p.back,
                                        p.local_ws};
   for (size_t i = 0; i < offsets.size(); ++i) {
     EXPECT_EQ(offsets[i] % 256, 0u) << i;

@@ -457,9 +457,9 @@ TEST(MoePlan, WorkspaceHoldsTheSortScratchAndMatchesTheLayersSize) {
   EXPECT_EQ(p1.workspace.bytes, moekit::detail::moe_workspace_plan(64, 8, 7168, 2048, 256, 1000).bytes);
 }
 
-// Pre-quantized tokens (the expert-parallel layer's received rows): GEMM1 gathers them where they
-// are and nothing quantizes, at every T; the other choices are the caller-ids plan's. MXFP4
-// weights, routing from logits and the unfused pipeline cannot take them.
+// Pre-quantized tokens (the expert-parallel layer's received rows): nothing quantizes, at every T;
+// FP8 weights: GEMM1 gathers the rows where they are; MXFP4: they are copied per slot. The other
+// choices are the caller-ids plan's. Routing from logits and the unfused pipeline cannot take them.
 TEST(MoePlan, PrequantizedTokensAreGatheredInPlace) {
   const Case& c = case_named("deepseek-v3");
   MoeConfig m = layer_config(c);
@@ -475,9 +475,13 @@ TEST(MoePlan, PrequantizedTokensAreGatheredInPlace) {
     EXPECT_EQ(q.workspace.bytes, ids.workspace.bytes) << t;
     EXPECT_FALSE(ids.prequantized);
   }
-  MoeConfig mx = m;
+  MoeConfig mx = m;  // MXFP4: the rows are copied per slot (the expansion GEMMs read permuted rows)
   mx.weight_format = moekit::MoeWeightFormat::kMxfp4;
-  EXPECT_THROW(plan_moe_forward(mx, 8, false, GemmDeviceLimits{}, 0, Knobs{}, true), moekit::Error);
+  for (int64_t t : {1, 64, 4096}) {
+    const MoePlan q = plan_moe_forward(mx, t, false, GemmDeviceLimits{}, 0, Knobs{}, true);
+    EXPECT_TRUE(q.prequantized && !q.gather && !q.permute_token_scales && !q.quantize_in_sort) << t;
+    EXPECT_EQ(q.gemm1.config.str(), plan_moe_forward(mx, t, false, GemmDeviceLimits{}, 0, Knobs{}).gemm1.config.str());
+  }
   EXPECT_THROW(plan_moe_forward(m, 8, true, GemmDeviceLimits{}, 0, Knobs{}, true), moekit::Error);
   MoeConfig unfused = m;
   unfused.inter = 2016;

@@ -1,13 +1,14 @@
 // The expert-parallel layer (include/moekit/moe_ep_layer.h) against the single-GPU MoeLayer on the
 // same tokens: G = 1, 2 and 4 ranks (as many as are visible), one thread per rank, both modes,
 // deterministic (bit-identical) and not (relative L2), with random routing (−1 and invalid ids
-// included), all tokens on rank 0's experts, and ranks without tokens; a captured low-latency
-// forward replayed with new routing equals the eager forward; bad configurations and arguments
-// throw before any collective.
+// included), all tokens on rank 0's experts, and ranks without tokens; MXFP4 experts, and
+// gpt-oss's layer with its biases; a captured low-latency forward replayed with new routing equals
+// the eager forward; bad configurations and arguments throw before any collective.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <thread>
@@ -105,11 +106,46 @@ void on_ranks(int g, F&& fn) {
   for (auto& t : threads) t.join();
 }
 
+// The whole model's MXFP4 weights (checkpoint-like codes and UE8M0 scales) and gpt-oss-style FP32
+// biases on one device; the same on every device (seeded device fills).
+struct MxfpWeights {
+  DeviceBuffer c1, s1, c2, s2, b1, b2;
+  MxfpWeights() {
+    const int64_t e = kExperts, h = kHidden, i = kInter;
+    c1 = DeviceBuffer(size_t(e * 2 * i * h / 2));
+    s1 = DeviceBuffer(size_t(e * 2 * i * h / 32));
+    c2 = DeviceBuffer(size_t(e * h * i / 2));
+    s2 = DeviceBuffer(size_t(e * h * i / 32));
+    b1 = DeviceBuffer(size_t(e * 2 * i) * 4);
+    b2 = DeviceBuffer(size_t(e * h) * 4);
+    moekit::detail::fill_checkpoint_mxfp4(c1.as<uint8_t>(), s1.as<uint8_t>(), e, 2 * i, h, 0.02f, 21, nullptr);
+    moekit::detail::fill_checkpoint_mxfp4(c2.as<uint8_t>(), s2.as<uint8_t>(), e, h, i, 0.02f, 22, nullptr);
+    moekit::detail::fill_random_f32(b1.as<float>(), e * 2 * i, -0.5f, 0.5f, 23, nullptr);
+    moekit::detail::fill_random_f32(b2.as<float>(), e * h, -0.5f, 0.5f, 24, nullptr);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  /// Experts [first, ...), with or without the biases.
+  moekit::MoeWeights slice(int first, bool biases) const {
+    const int64_t h = kHidden, i = kInter;
+    moekit::MoeWeights w;
+    w.w1 = c1.as<uint8_t>() + first * 2 * i * h / 2;
+    w.w1_scales = s1.as<uint8_t>() + first * 2 * i * h / 32;
+    w.w2 = c2.as<uint8_t>() + first * h * i / 2;
+    w.w2_scales = s2.as<uint8_t>() + first * h * i / 32;
+    if (biases) {
+      w.b1 = b1.as<float>() + first * 2 * i;
+      w.b2 = b2.as<float>() + first * h;
+    }
+    return w;
+  }
+};
+
 // G ranks with their communicators, streams and the whole model's weights on every device.
 struct World {
   int g;
   NcclGroup group;
   std::vector<std::unique_ptr<Weights>> weights;
+  std::vector<std::unique_ptr<MxfpWeights>> mxfp4;
   std::vector<cudaStream_t> streams;
   static std::vector<int> first(int g) {
     std::vector<int> d;
@@ -120,6 +156,7 @@ struct World {
     for (int r = 0; r < g; ++r) {
       EXPECT_EQ(cudaSetDevice(r), cudaSuccess);
       weights.push_back(std::make_unique<Weights>(kExperts, kHidden, kInter, 77));  // the same on every device
+      mxfp4.push_back(std::make_unique<MxfpWeights>());
       cudaStream_t s = nullptr;
       EXPECT_EQ(cudaStreamCreate(&s), cudaSuccess);
       streams.push_back(s);
@@ -139,11 +176,14 @@ struct World {
 struct Rank {
   std::unique_ptr<MoeEpLayer> layer;
   DeviceBuffer prepared, ws, x, y, ids, w, invalid;
-  Rank(const World& world, int r, const MoeEpConfig& cfg, const RankInputs& in) {
+  /// `local` gives the weights of the experts from a first index (default: the FP8 weights).
+  Rank(const World& world, int r, const MoeEpConfig& cfg, const RankInputs& in,
+       const std::function<moekit::MoeWeights(int)>& local = nullptr) {
     layer = std::make_unique<MoeEpLayer>(cfg, world.group.comm(r));
     cudaStream_t s = world.streams[size_t(r)];
     prepared = DeviceBuffer(layer->prepared_weight_bytes());
-    layer->prepare_weights(world.weights[size_t(r)]->slice(layer->local_config().local_offset), prepared.get(),
+    const int first = layer->local_config().local_offset;
+    layer->prepare_weights(local ? local(first) : world.weights[size_t(r)]->slice(first), prepared.get(),
                            prepared.bytes(), s);
     ws = DeviceBuffer(layer->workspace_size());
     const size_t xy = size_t(std::max<int64_t>(cfg.max_tokens_per_rank * kHidden * 2, 16));
@@ -182,8 +222,10 @@ struct Rank {
   }
 };
 
-// The single-GPU layer (device 0, all experts) on every rank's tokens, concatenated in rank order.
-std::vector<uint16_t> single_gpu(const World& world, bool det, const std::vector<RankInputs>& in) {
+// A single-GPU layer `c` (device 0, all experts: `weights`) on every rank's tokens, concatenated in
+// rank order.
+std::vector<uint16_t> single_gpu(const World& world, const MoeConfig& c, const moekit::MoeWeights& weights,
+                                 const std::vector<RankInputs>& in) {
   cudaSetDevice(0);
   moe_layer_test::Inputs all;
   for (const RankInputs& v : in) {
@@ -193,26 +235,40 @@ std::vector<uint16_t> single_gpu(const World& world, bool det, const std::vector
     all.w.insert(all.w.end(), v.w.begin(), v.w.end());
   }
   all.x = DeviceBuffer::from(all.hx.empty() ? std::vector<uint16_t>(8) : all.hx);
-  const Layer ref(layer_config(det), *world.weights[0], world.streams[0]);
+  const Layer ref(c, *world.weights[0], weights, world.streams[0]);  // (its FP8 reference is not used)
   return moe_layer_test::run(ref, all, false, world.streams[0]).y;
+}
+
+std::vector<uint16_t> single_gpu(const World& world, bool det, const std::vector<RankInputs>& in) {
+  return single_gpu(world, layer_config(det), world.weights[0]->slice(0), in);
 }
 
 double to_double(uint16_t b) { return double(moekit::bf16_to_float(b)); }
 
-void check_against_single_gpu(World& world, MoeEpMode mode, bool det, Routing routing, uint64_t seed) {
+// The layer under test: its configuration and which weights (FP8, or MXFP4 with or without the biases).
+struct Variant {
+  MoeConfig layer;
+  bool mxfp4 = false, biases = false;
+};
+
+void check_against_single_gpu(World& world, MoeEpMode mode, const Variant& v, Routing routing, uint64_t seed) {
   const int g = world.g;
+  const bool det = v.layer.deterministic;
   SCOPED_TRACE(testing::Message() << "G = " << g << (mode == MoeEpMode::kLowLatency ? " low latency" : " high throughput")
-                                  << (det ? " deterministic" : "") << " routing " << int(routing));
+                                  << (det ? " deterministic" : "") << (v.mxfp4 ? " mxfp4" : "")
+                                  << (v.biases ? " biases" : "") << " routing " << int(routing));
   const std::vector<RankInputs> in = make_inputs(g, routing, seed);
-  const std::vector<uint16_t> ref = single_gpu(world, det, in);
+  const std::vector<uint16_t> ref = single_gpu(
+      world, v.layer, v.mxfp4 ? world.mxfp4[0]->slice(0, v.biases) : world.weights[0]->slice(0), in);
   MoeEpConfig cfg;
-  cfg.layer = layer_config(det);
+  cfg.layer = v.layer;
   cfg.mode = mode;
   cfg.max_tokens_per_rank = kCapacity;
   std::vector<std::vector<uint16_t>> y(static_cast<size_t>(g));
   std::vector<int32_t> invalid(static_cast<size_t>(g), -1);
   on_ranks(g, [&](int r) {
-    Rank rank(world, r, cfg, in[size_t(r)]);
+    const auto local = [&](int first) { return world.mxfp4[size_t(r)]->slice(first, v.biases); };
+    Rank rank(world, r, cfg, in[size_t(r)], v.mxfp4 ? std::function<moekit::MoeWeights(int)>(local) : nullptr);
     EXPECT_EQ(rank.layer->local_config().local_count, kExperts / g);
     y[size_t(r)] = rank.forward(in[size_t(r)].t, world.streams[size_t(r)]);
     invalid[size_t(r)] = rank.invalid.download<int32_t>(1)[0];
@@ -246,7 +302,31 @@ TEST(MoeEpLayer, MatchesTheSingleGpuLayer) {
     for (MoeEpMode mode : {MoeEpMode::kLowLatency, MoeEpMode::kHighThroughput})
       for (bool det : {false, true})
         for (Routing routing : {Routing::kRandom, Routing::kAllOnRankZero, Routing::kSomeRanksEmpty})
-          check_against_single_gpu(world, mode, det, routing, ++seed);
+          check_against_single_gpu(world, mode, Variant{layer_config(det)}, routing, ++seed);
+  }
+}
+
+// MXFP4 experts (DeepSeek-V4's, gpt-oss's): the received rows are copied per slot for the
+// expansion / decode GEMMs. Deterministic: bit-identical to the single-GPU MXFP4 layer; gpt-oss's
+// layer (its activation, clamp and biases, which need deterministic = false): within 5e-3.
+TEST(MoeEpLayer, Mxfp4ExpertsAndGptOssBiases) {
+  const int n = visible_gpus();
+  if (n < 1) GTEST_SKIP() << "no GPU";
+  for (int g : {1, 2, 4}) {
+    if (g > n) break;
+    World world(g);
+    uint64_t seed = 5000 * uint64_t(g);
+    Variant mx{layer_config(true), true, false};
+    mx.layer.weight_format = moekit::MoeWeightFormat::kMxfp4;
+    Variant oss = mx;
+    oss.layer.deterministic = false;
+    oss.layer.activation = moekit::MoeActivation::kGptOss;
+    oss.layer.limit = 7.0f;
+    oss.biases = true;
+    for (MoeEpMode mode : {MoeEpMode::kLowLatency, MoeEpMode::kHighThroughput})
+      for (const Variant* v : {&mx, &oss})
+        for (Routing routing : {Routing::kRandom, Routing::kSomeRanksEmpty})
+          check_against_single_gpu(world, mode, *v, routing, ++seed);
   }
 }
 
@@ -326,7 +406,6 @@ TEST(MoeEpLayer, RejectsBadConfigurationsAndArguments) {
     };
     bad([](MoeEpConfig& c) { c.max_tokens_per_rank = 0; });
     bad([](MoeEpConfig& c) { c.layer.local_count = 4; });
-    bad([](MoeEpConfig& c) { c.layer.weight_format = moekit::MoeWeightFormat::kMxfp4; });
     bad([](MoeEpConfig& c) { c.layer.gemm1_input = moekit::MoeGemm1Input::kPermuted; });
     bad([](MoeEpConfig& c) { c.layer.inter = 96; });
     bad([](MoeEpConfig& c) { c.layer.top_k = 0; });
@@ -340,9 +419,12 @@ TEST(MoeEpLayer, RejectsBadConfigurationsAndArguments) {
     EXPECT_THROW(layer.forward(a, world.streams[size_t(r)]), moekit::Error);
     a.num_tokens = 1;  // no workspace, no x
     EXPECT_THROW(layer.forward(a, world.streams[size_t(r)]), moekit::Error);
+    MoeEpConfig det = ok;
+    det.layer.deterministic = true;
+    MoeEpLayer det_layer(det, comm);
     moekit::MoeWeights biased;
     biased.b2 = &ok;  // any non-null pointer: rejected before use
-    EXPECT_THROW(layer.prepare_weights(biased, nullptr, 0, world.streams[size_t(r)]), moekit::Error);
+    EXPECT_THROW(det_layer.prepare_weights(biased, nullptr, 0, world.streams[size_t(r)]), moekit::Error);
   });
 }
 
