@@ -49,6 +49,7 @@ namespace moekit {
 /// must outlive the layer and is used on the streams given to forward).
 class MoeEpLayer {
  public:
+  /// `comm` must be a blocking communicator (the default of ncclCommInitRank / ncclCommInitAll).
   /// Validates `config` against the communicator (E % G == 0, limits of MoeLayer for the local
   /// slice, max_tokens_per_rank) and builds the local layer of experts [rank·E/G, (rank+1)·E/G)
   /// (kHighThroughput: also a stream and an event on the communicator's device). Throws
@@ -75,15 +76,18 @@ class MoeEpLayer {
 
   /// Collective. Runs the layer for this rank's tokens on `stream` (the current device must be
   /// the communicator's). kLowLatency: asynchronous, no host synchronization, capturable once the
-  /// kernels are loaded (prepare_kernels). kHighThroughput: the host waits once for the counts
-  /// exchange (its own stream, after the routing; the caller's stream is not synchronized).
-  /// Validates every argument before the first collective; a rank that throws
-  /// leaves its peers waiting, so validate inputs consistently on all ranks.
+  /// kernels are loaded (prepare_kernels). kHighThroughput: the host waits once, for the counts
+  /// exchange, which runs on the layer's own stream after everything already queued on `stream`
+  /// (so the host also waits for that); not capturable (kInvalidArgument under capture). Validates
+  /// every argument (and that the weights are prepared) before the first collective; a rank that
+  /// throws leaves its peers waiting, so validate inputs consistently on all ranks. The inputs
+  /// must not overlap the workspace or y.
   void forward(const MoeEpForwardArgs& args, cudaStream_t stream) const;
 
   /// Collective. One forward with no tokens on this rank (kLowLatency: the full-capacity forward
-  /// every call runs), then synchronizes `stream`: loads every kernel, so later kLowLatency
-  /// forwards can be captured in a CUDA graph.
+  /// every call runs), then synchronizes `stream`: compiles and loads the MoE forward's run-time
+  /// compiled (NVRTC) kernels, so later kLowLatency forwards can be captured in a CUDA graph. (The
+  /// layer's other kernels are compiled ahead of time.)
   void prepare_kernels(void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
 
  private:

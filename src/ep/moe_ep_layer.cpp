@@ -158,6 +158,13 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
   int dev = -1;
   MOEKIT_CUDA_CHECK(cudaGetDevice(&dev));
   MOEKIT_REQUIRE(dev == device_, kInv, fn, ": the current device ", dev, " is not the communicator's (", device_, ")");
+  MOEKIT_REQUIRE(local_.weights_prepared(), kInv, fn, ": weights not prepared (call prepare_weights first)");
+  if (config_.mode == MoeEpMode::kHighThroughput) {  // it waits on the host for the counts
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    MOEKIT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    MOEKIT_REQUIRE(capturing == cudaStreamCaptureStatusNone, kInv, fn,
+                   ": MoeEpMode::kHighThroughput cannot be captured in a CUDA graph (use kLowLatency)");
+  }
   const bool from_logits = a.logits != nullptr;
   const bool from_ids = a.topk_ids != nullptr || a.topk_weights != nullptr;
   MOEKIT_REQUIRE(!(from_logits && from_ids), kInv, fn, ": give either logits or topk_ids/topk_weights, not both");
@@ -176,9 +183,14 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
   MOEKIT_REQUIRE(a.workspace != nullptr && a.workspace_bytes >= need, kInv, fn, ": workspace too small: ",
                  a.workspace_bytes, " bytes, workspace_size() = ", need);
   MOEKIT_REQUIRE(aligned(a.workspace, 256), ErrorCode::kMisaligned, fn, ": workspace must be 256-byte aligned");
-  const size_t xy = size_t(t) * size_t(h) * 2;
+  const size_t xy = size_t(t) * size_t(h) * 2, slots = size_t(t) * size_t(k) * 4;
+  const size_t logit_bytes = size_t(t) * size_t(c.num_experts) * (a.logits_type == LogitsType::kFloat32 ? 4 : 2);
   MOEKIT_REQUIRE(!overlap(a.y, xy, a.x, xy) && !overlap(a.y, xy, a.workspace, need), kInv, fn,
                  ": y overlaps x or the workspace");
+  MOEKIT_REQUIRE(!overlap(a.x, xy, a.workspace, need) && !overlap(a.topk_ids, slots, a.workspace, need) &&
+                     !overlap(a.topk_weights, slots, a.workspace, need) &&
+                     !overlap(a.logits, logit_bytes, a.workspace, need),
+                 kInv, fn, ": an input (x, topk_ids, topk_weights or logits) overlaps the workspace");
 
   const EpRegions r = regions(plan, static_cast<char*>(a.workspace));
   detail::moe_stage_begin(stream);  // `moekit bench ep`'s stage times

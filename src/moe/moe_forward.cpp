@@ -159,6 +159,8 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
   MOEKIT_REQUIRE(!plan.fused_layout || workspace_bytes >= plan.workspace.bytes, ErrorCode::kInvalidArgument,
                  "moekit::detail::moe_forward: workspace ", workspace_bytes, " bytes < ", plan.workspace.bytes,
                  " needed");
+  MOEKIT_REQUIRE(!r.slot_rows || plan.gemm2.rows_then_combine, ErrorCode::kInvalidArgument,
+                 "moekit::detail::moe_forward: slot_rows needs a plan with bf16 GEMM2 rows (deterministic)");
   const Regions p = regions(static_cast<char*>(workspace), plan.workspace);
   MoeSortBuffers sort = p.sort;
   sort.invalid_count = r.invalid_count;
