@@ -24,8 +24,11 @@ struct MixedKvCache {
 /// Writes T new K rows into the cache: row t (bf16 [T, 512], row stride ldk ≥ 512 elements, a
 /// multiple of 8; 16-byte aligned) goes to entry slots[t]. Each group of 64 FP8 dims gets the
 /// smallest power of two s with amax / s ≤ 448 (1 for an all-zero group, NaN if the group holds a
-/// NaN) and codes E4M3(x / s) (RN, satfinite); the rope dims are copied. Bit for bit
-/// detail::quantize_mixed_kv. Slots < 0 or ≥ num_entries are skipped (never written).
+/// NaN; an infinite amax gives s = 1 and codes ±448; below ~448 · 2^-126 the quotient rounds in
+/// the subnormal range, so s may be one step off and is itself subnormal) and codes E4M3(x / s)
+/// (RN, satfinite); the rope dims are copied bit for bit. The same as detail::quantize_mixed_kv
+/// (which writes a NaN rope dim as 0x7FFF). Slots < 0 or ≥ num_entries are skipped (never
+/// written); slots must be distinct (two rows to one slot race).
 /// Asynchronous, capturable; throws moekit::Error (kInvalidArgument, kMisaligned) on bad arguments.
 void mixed_kv_cache_write(const void* k, int64_t num_tokens, int64_t ldk, const int32_t* slots,
                           const MixedKvCache& cache, cudaStream_t stream);

@@ -46,7 +46,9 @@
 namespace moekit {
 
 /// The expert-parallel MoE layer of one rank. Not copyable; the communicator is borrowed (it
-/// must outlive the layer and is used on the streams given to forward).
+/// must outlive the layer and is used on the streams given to forward). Destroy the CUDA graphs
+/// that captured a forward before the communicator: ncclCommDestroy waits for every graph that
+/// holds its operations.
 class MoeEpLayer {
  public:
   /// `comm` must be a blocking communicator (the default of ncclCommInitRank / ncclCommInitAll).

@@ -10,6 +10,7 @@ if torch.cuda.device_count() < 2 or torch.cuda.get_device_capability() != (9, 0)
     pytest.skip("needs two or more CUDA sm_90 (Hopper) GPUs", allow_module_level=True)
 pytest.importorskip("moekit._ep", reason="moekit built without NCCL")
 
+import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -31,13 +32,55 @@ def _tokens(rank, world, dev, seed):
     return x, ids, w
 
 
+# A run that never finishes fails after this many seconds, with each rank's log and stack.
+DEADLINE_S = float(os.environ.get("MOEKIT_TEST_EP_DEADLINE_S", "300"))
+_LOG = {}
+
+
 def _log(rank, what, t0=time.monotonic()):
-    # Each rank's progress, so a run that stops shows where (pytest prints it on failure).
-    print(f"[rank {rank} {time.monotonic() - t0:7.1f} s] {what}", file=sys.stderr, flush=True)
+    # Each rank's progress, to stderr and to its log file, so a run that stops shows where.
+    line = f"[rank {rank} {time.monotonic() - t0:7.1f} s] {what}"
+    print(line, file=sys.stderr, flush=True)
+    if "file" in _LOG:
+        _LOG["file"].write(line + "\n")
+        _LOG["file"].flush()
 
 
-def _worker(rank, world, init_file):
+def _graph_replay_equals_eager(moekit, rank, world, dev, local, x, ids, w):
+    """Low latency in a CUDA graph: replayed with new ids and weights, equals the eager call. The
+    graph goes before the layer: destroying a communicator waits for the graphs that captured its
+    operations (NCCL), so the other order never returns."""
+    layer = moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP, deterministic=True, gemm1_promote_k=64)
+    layer.load_weights(*local)
+    layer.prepare()
+    _log(rank, "graph: prepared")
+    graph = torch.cuda.CUDAGraph()
+    try:
+        # thread_local: NCCL's own threads may call CUDA while this one captures.
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            y_graph = layer(x, topk_ids=ids, topk_weights=w)
+        _, ids2, w2 = _tokens(rank, world, dev, 200)
+        ids.copy_(ids2)
+        w.copy_(w2)
+        graph.replay()
+        torch.cuda.synchronize()
+        _log(rank, "graph: replayed")
+        same = torch.equal(y_graph, layer(x, topk_ids=ids, topk_weights=w))
+    finally:
+        y_graph = None
+        graph = None
+        torch.cuda.synchronize()
+    assert same, f"rank {rank}: replay differs from eager"
+    return layer
+
+
+def _worker(rank, world, init_file, log_dir):
+    import faulthandler
+
     import torch.distributed as dist
+
+    _LOG["file"] = open(os.path.join(log_dir, f"rank{rank}.log"), "w")
+    faulthandler.dump_traceback_later(max(DEADLINE_S - 20, 10), exit=True, file=_LOG["file"])
 
     import moekit
     from moekit_torch_ref import checkpoint_weights, rel_l2
@@ -81,22 +124,7 @@ def _worker(rank, world, init_file):
         layer.load_weights(*local)
         assert torch.equal(layer(x, router_logits=logits), ref(x, router_logits=logits)), f"rank {rank}: logits"
         _log(rank, "logits path done")
-        # Low latency in a CUDA graph: replayed with new ids and weights, equals the eager call.
-        layer = moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP, deterministic=True, gemm1_promote_k=64)
-        layer.load_weights(*local)
-        layer.prepare()
-        _log(rank, "graph: prepared")
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: NCCL's own threads may call CUDA while this one captures.
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            y_graph = layer(x, topk_ids=ids, topk_weights=w)
-        _, ids2, w2_ = _tokens(rank, world, dev, 200)
-        ids.copy_(ids2)
-        w.copy_(w2_)
-        graph.replay()
-        torch.cuda.synchronize()
-        _log(rank, "graph: replayed")
-        assert torch.equal(y_graph, layer(x, topk_ids=ids, topk_weights=w)), f"rank {rank}: replay differs from eager"
+        layer = _graph_replay_equals_eager(moekit, rank, world, dev, local, x, ids, w)
         # Argument errors, raised before any collective (on every rank alike).
         import pytest as _pytest
 
@@ -111,24 +139,31 @@ def _worker(rank, world, init_file):
         with _pytest.raises(ValueError, match="mode"):
             moekit.MoeEpLayer(E, K, H, I, max_tokens_per_rank=CAP, mode="fast")
         dist.barrier()
+        _log(rank, "done")
     finally:
         dist.destroy_process_group()
-
-
-DEADLINE_S = 600  # a collective that never completes fails the test instead of hanging it
 
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_ep_layer_matches_the_single_gpu_layer(world, tmp_path):
     if torch.cuda.device_count() < world:
         pytest.skip(f"needs {world} GPUs")
-    ctx = mp.spawn(_worker, args=(world, str(tmp_path / "init")), nprocs=world, join=False)
+    def logs():
+        return "".join(f"--- rank {r}\n" + (tmp_path / f"rank{r}.log").read_text() for r in range(world)
+                       if (tmp_path / f"rank{r}.log").exists())
+
+    ctx = mp.spawn(_worker, args=(world, str(tmp_path / "init"), str(tmp_path)), nprocs=world, join=False)
     deadline = time.monotonic() + DEADLINE_S
-    while not ctx.join(timeout=5):  # raises as soon as a rank fails (and ends the others)
-        if time.monotonic() > deadline:
-            for p in ctx.processes:
-                p.kill()
-            pytest.fail(f"{world} ranks did not finish within {DEADLINE_S} s (a collective hung)")
+    try:
+        while not ctx.join(timeout=5):  # raises as soon as a rank fails (and ends the others)
+            if time.monotonic() > deadline:
+                for p in ctx.processes:
+                    p.kill()
+                pytest.fail(f"{world} ranks did not finish within {DEADLINE_S} s:\n{logs()}")
+    except mp.ProcessRaisedException as e:
+        pytest.fail(f"a rank failed: {e}\n{logs()}")
+    except mp.ProcessExitedException as e:  # e.g. faulthandler's deadline: the stacks are in the logs
+        pytest.fail(f"a rank exited: {e}\n{logs()}")
 
 
 def test_ep_layer_needs_torch_distributed():

@@ -1,5 +1,5 @@
 // moekit._ep — the expert-parallel layer (moekit::MoeEpLayer) and the NCCL communicator it runs
-// on, built when NCCL is found (cmake/nccl.cmake). moekit.MoeEpLayer (python/moekit/_ep.py) is
+// on, built when NCCL is found (cmake/nccl.cmake). moekit.MoeEpLayer (python/moekit/_ep_layer.py) is
 // the torch API over it: it makes the communicator from a torch.distributed process group.
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
