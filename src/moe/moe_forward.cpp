@@ -221,8 +221,8 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
   const bool in_place = plan.prequantized && plan.gather;  // GEMM1 reads the caller's rows
   const void* a_tokens = in_place ? r.xq : p.a_perm;
   const float* sa_tokens = in_place ? r.sxq : p.sa_perm;
-  const MoeGemm1Args g1{.a = in_place ? a_tokens : p.a_perm,
-                        .sa = in_place ? sa_tokens : p.sa_perm,
+  const MoeGemm1Args g1{.a = a_tokens,
+                        .sa = sa_tokens,
                         .a_tokens = plan.gather ? a_tokens : nullptr,
                         .sa_tokens = plan.gather ? sa_tokens : nullptr,
                         .num_tokens = plan.gather ? t : 0,
