@@ -1,5 +1,6 @@
-// moekit — DeepSeek-V4 attention's cache and rotary ops (issue 38). The attention kernels that
-// read this cache come next; the float64 references of every piece are in
+// moekit — DeepSeek-V4 attention (issue 38): sparse MQA over an indexer's top-k cache entries and
+// a sliding window, one softmax with an optional sink; the mixed FP8/BF16 cache, its writer, RoPE
+// and the merge of per-source partials. The float64 references of every piece are in
 // src/attention/attention_reference.h (docs/design.md §DeepSeek-V4 attention).
 #pragma once
 #include <cstdint>
@@ -41,5 +42,84 @@ void mixed_kv_cache_write(const void* k, int64_t num_tokens, int64_t ldk, const 
 /// are; the other dims are never touched. Asynchronous, capturable; throws on bad arguments.
 void rope_inplace(void* x, int64_t num_tokens, int heads, int64_t dim, const int32_t* positions, const float* cos,
                   const float* sin, int64_t max_positions, bool inverse, cudaStream_t stream);
+
+/// The K = V entries the attention reads (MQA: one KV head shared by all query heads).
+enum class KvFormat {
+  kBf16,      ///< bf16 rows [num_entries, dim] (any supported dim)
+  kMixedFp8,  ///< DeepSeek-V4's MixedKvCache (dim 512)
+};
+struct AttentionKv {
+  KvFormat format = KvFormat::kBf16;
+  const void* bf16 = nullptr;  ///< kBf16: [num_entries, dim] row-major, 16-byte aligned
+  int64_t num_entries = 0;     ///< kBf16: rows of `bf16` (kMixedFp8 reads mixed.num_entries)
+  MixedKvCache mixed;          ///< kMixedFp8
+};
+
+/// One sparse-attention call: T query tokens, each with `heads` query heads of `dim` (64, 128,
+/// 256 or 512) attending to the cache entries of two sources, under one softmax:
+///   source 0, the indexer's top-k: topk_indices[t, j] for j < topk_lens[t] (null: all topk);
+///   source 1, the sliding window of token t's request r = token_request[t] (null: r = t):
+///     window_indices[r, j] for j < window_lens[r] (null: all `window`, ≤ 128), and when
+///     window_positions is given, only entries with window_positions[r, j] ≤ query_positions[t]
+///     (the causal mask of prefill).
+/// An index < 0 or ≥ the cache's num_entries is no entry (skipped, never read), as is a window of
+/// a request outside [0, num_requests). Scores s_j = softmax_scale · q·k_j; with a sink (a
+/// natural-log logit per head), p_j = e^{s_j} / (Σ e^{s} + e^{sink}); lse = ln Σ e^{s} (the sink
+/// left out). A query with nothing to attend gets o = 0 and lse = −inf.
+struct SparseAttentionArgs {
+  const void* q = nullptr;  ///< bf16 [num_tokens, heads, dim], contiguous, 16-byte aligned
+  int64_t num_tokens = 0;
+  int heads = 0;
+  int dim = 0;
+  float softmax_scale = 0.0f;       ///< finite and > 0 (DeepSeek-V4: 1 / sqrt(dim))
+  const float* sink = nullptr;      ///< [heads] or null (no sink)
+  const int32_t* topk_indices = nullptr;  ///< [num_tokens, topk]
+  int topk = 0;
+  const int32_t* topk_lens = nullptr;     ///< [num_tokens] or null
+  const int32_t* window_indices = nullptr;  ///< [num_requests, window]
+  int window = 0;                           ///< 0 .. 128
+  const int32_t* window_lens = nullptr;     ///< [num_requests] or null
+  const int32_t* token_request = nullptr;   ///< [num_tokens] or null (then num_requests = num_tokens)
+  int64_t num_requests = 0;
+  const int32_t* window_positions = nullptr;  ///< [num_requests, window] or null (no causal mask)
+  const int32_t* query_positions = nullptr;   ///< [num_tokens]; required with window_positions
+};
+
+enum class AttentionOutput {
+  kNormalized,         ///< o bf16 [T, heads, dim] (sink applied), lse f32 [T, heads]
+  kPerSourcePartials,  ///< per source i (0 top-k, 1 window), no sink: o_i = Σ_{j∈i} e^{s_j} v_j /
+                       ///< Σ_{j∈i} e^{s_j} as f32 [2, T, heads, dim], lse_i as f32 [2, T, heads]
+                       ///< — what attention_merge combines
+};
+struct SparseAttentionOut {
+  void* o = nullptr;          ///< kNormalized: bf16 [T, heads, dim]
+  float* lse = nullptr;       ///< kNormalized: [T, heads], or null (not written)
+  float* o_partial = nullptr;   ///< kPerSourcePartials: [2, T, heads, dim]
+  float* lse_partial = nullptr; ///< kPerSourcePartials: [2, T, heads]
+};
+
+/// Bytes of device workspace sparse_attention needs for these arguments and mode on the current
+/// device (0 when the kernel writes its outputs directly: enough tokens to fill the GPU, one
+/// split per source). Throws like sparse_attention on bad shapes.
+size_t sparse_attention_workspace_bytes(const SparseAttentionArgs& args, AttentionOutput mode);
+
+/// Sparse MQA attention (DeepSeek-V4): BF16 tensor-core math with FP32 accumulation, mixed FP8
+/// entries dequantized exactly to bf16 on the way into shared memory, P rounded to bf16 for P·V.
+/// Splits long key lists over several CTAs when the tokens alone do not fill the GPU and merges
+/// them (workspace: sparse_attention_workspace_bytes, 16-byte aligned). Asynchronous, no host
+/// sync, capturable in a CUDA graph; throws moekit::Error (kInvalidArgument, kMisaligned) on bad
+/// arguments before launching anything, kUnsupportedDevice off Hopper.
+void sparse_attention(const SparseAttentionArgs& args, const AttentionKv& kv, AttentionOutput mode,
+                      const SparseAttentionOut& out, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+/// Merges per-source partials (o f32 [num_sources, rows, dim], lse f32 [num_sources, rows], rows
+/// = T · heads, row r's head r % heads): source i is weighted by e^{weight_logits[i, h]} (null:
+/// 1; DeepSeek-V4's sink-weighted window merge), the sink (null: none) joins the denominator:
+///   o = Σ_i e^{lse_i + w_i} o_i / (Σ_i e^{lse_i + w_i} + e^{sink}),  lse = ln Σ_i e^{lse_i + w_i};
+/// sources with lse = −inf are skipped (their o is never read); none left: o = 0, lse = −inf.
+/// Writes o as bf16 [rows, dim] and lse [rows] (null: not written). Asynchronous, capturable.
+void attention_merge(const float* o_partials, const float* lse_partials, int num_sources, int64_t num_tokens,
+                     int heads, int dim, const float* weight_logits, const float* sink, void* o, float* lse,
+                     cudaStream_t stream);
 
 }  // namespace moekit

@@ -342,7 +342,7 @@ __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"
 __device__ __forceinline__ void fence_operand(u32& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 /// Descriptor of a K-major operand tile in shared memory with 128-byte swizzling: rows of 128
-/// bytes (128 FP8 values of K), 8-row core groups 1024 bytes apart. The tile must start on a
+/// bytes (128 FP8 or 64 bf16 values of K), 8-row core groups 1024 bytes apart. The tile must start on a
 /// 1024-byte boundary; advancing K by 32 FP8 values adds 2 to the descriptor (32 bytes >> 4).
 __device__ __forceinline__ u64 smem_desc_k_sw128(u32 smem_address) {
   u64 d = 0;
@@ -350,6 +350,19 @@ __device__ __forceinline__ u64 smem_desc_k_sw128(u32 smem_address) {
   d |= static_cast<u64>(1) << 16;                          // leading byte offset (unused here)
   d |= static_cast<u64>(1024 >> 4) << 32;                  // stride byte offset: 8 rows x 128 B
   d |= static_cast<u64>(1) << 62;                          // layout: 128-byte swizzle
+  return d;
+}
+
+/// Descriptor of an MN-major operand tile with 128-byte swizzling (bf16: 64 values of N per
+/// 128-byte row, one row per K): 8-row core groups 1024 bytes apart along K, the next 64 values of
+/// N `lbo_bytes` further (a multiple of 16, < 256 KiB). Starts on a 1024-byte boundary plus whole
+/// 8-row groups.
+__device__ __forceinline__ u64 smem_desc_mn_sw128(u32 smem_address, u32 lbo_bytes) {
+  u64 d = 0;
+  d |= static_cast<u64>((smem_address & 0x3FFFFu) >> 4);
+  d |= static_cast<u64>((lbo_bytes >> 4) & 0x3FFFu) << 16;  // leading byte offset: next 64 of N
+  d |= static_cast<u64>(1024 >> 4) << 32;                   // stride byte offset: next 8 of K
+  d |= static_cast<u64>(1) << 62;
   return d;
 }
 

@@ -1,0 +1,364 @@
+// Sparse MQA attention on Hopper (include/moekit/attention.h, docs/design.md §DeepSeek-V4
+// attention): one CTA per (token, split of its keys, 64 query heads).
+//
+//   warpgroup 0  producer: gathers the split's keys 64 at a time (cache entries by index),
+//                dequantizes mixed FP8 entries exactly to bf16 and stores them in a 128-byte
+//                swizzled tile, with a per-key bias (0, or −inf for no entry / masked); the
+//                tiles form a ring of kStages, full/empty mbarriers between the roles.
+//   warpgroups 1…  consumers: each computes S = Q·Kᵀ for the tile (M = 64 heads, N = 64 keys,
+//                K = dim, Q and K from shared memory), the online softmax in registers, and
+//                O += P·V for its own slice of the output dims (P from registers, V = the same
+//                tile read MN-major). At dim ≥ 256 two consumers split the dims (O of 64 × 512
+//                FP32 does not fit one warpgroup's registers) and both compute the same S — the
+//                price of keeping P in registers; the second starts half a tile later so one's
+//                softmax overlaps the other's MMAs.
+//
+// Outputs: the final bf16 o and lse (one split, normalized, sink in the denominator), or the
+// split's partial (o normalized within the split, lse) as FP32 for the merge.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "ptx/ptx.cuh"
+#include "ptx/wgmma_bf16.cuh"
+
+namespace moekit::attn {
+
+struct SparseMqaParams {
+  const __nv_bfloat16* q;
+  int64_t num_tokens;
+  int heads;
+  float scale_log2;    // softmax_scale · log2(e)
+  const float* sink;   // natural-log logits [heads] or null
+  const __nv_bfloat16* kv;                                         // bf16 entries [N, dim]
+  const uint8_t* nope; const float* scales; const __nv_bfloat16* rope;  // mixed entries
+  int64_t num_entries;
+  const int32_t* topk_indices; int topk; const int32_t* topk_lens;
+  const int32_t* window_indices; int window; const int32_t* window_lens;
+  const int32_t* token_request; int64_t num_requests;
+  const int32_t* window_positions; const int32_t* query_positions;
+  int head_blocks, splits, topk_splits, chunk, window_offset;
+  bool final_out;                  // write o (bf16) / lse; else part_o / part_lse
+  __nv_bfloat16* o; float* lse;
+  float* part_o; float* part_lse;  // [dest, T, heads, dim], [dest, T, heads]
+  int window_dest_shift;           // split s ≥ topk_splits writes partial s + shift
+};
+
+template <int D>
+struct SparseMqaTraits {
+  static constexpr int kTileKeys = 64;
+  static constexpr int kHeads = 64;
+  static constexpr int kChunkBytes = 64 * 128;          // 64 rows × 64 bf16 (one swizzle span)
+  static constexpr int kTileBytes = kTileKeys * D * 2;
+  static constexpr int kQBytes = kHeads * D * 2;
+  static constexpr int kStages = D == 512 ? 2 : 4;
+  static constexpr int kConsumers = D >= 256 ? 2 : 1;
+  static constexpr int kDimsPerConsumer = D / kConsumers;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kBiasOffset = kQBytes + kStages * kTileBytes;
+  static constexpr int kBarOffset = kBiasOffset + kStages * kTileKeys * 4;
+  static constexpr int kSmemBytes = kBarOffset + 2 * kStages * 8 + 1024;  // + alignment slack
+  // Registers after setmaxnreg with two consumers: 128 × 88 + 256 × 208 ≤ 64 K.
+  static constexpr int kProducerRegs = 88;
+  static constexpr int kConsumerRegs = 208;
+};
+
+// Byte offset of 16-byte vector v (8 bf16 dims) of row r in a [64 rows, D] swizzled tile.
+__device__ __forceinline__ uint32_t tile_offset(int r, int v) {
+  return uint32_t((v >> 3) * (64 * 128) + r * 128 + (((v & 7) ^ (r & 7)) << 4));
+}
+
+// The keys of one CTA: virtual ranges [a0, a1) (top-k) and [b0, b1) (window), 64-key tiles each.
+struct KeyRanges {
+  int a0, a1, b0, b1, na, nb, request;
+  __device__ int tiles() const { return na + nb; }
+  __device__ void tile(int i, int& start, int& limit) const {
+    if (i < na) { start = a0 + 64 * i; limit = a1; } else { start = b0 + 64 * (i - na); limit = b1; }
+  }
+};
+
+__device__ __forceinline__ KeyRanges key_ranges(const SparseMqaParams& p, int64_t t, int s) {
+  KeyRanges k;
+  const int vbeg = s * p.chunk, vend = vbeg + p.chunk;
+  int topk_len = p.topk;
+  if (p.topk_lens != nullptr) topk_len = min(max(__ldg(p.topk_lens + t), 0), p.topk);
+  k.request = p.token_request != nullptr ? __ldg(p.token_request + t) : int(t);
+  int wlen = 0;
+  if (p.window > 0 && k.request >= 0 && k.request < p.num_requests)
+    wlen = p.window_lens != nullptr ? min(max(__ldg(p.window_lens + k.request), 0), p.window) : p.window;
+  k.a0 = vbeg;
+  k.a1 = max(k.a0, min(vend, min(p.window_offset, topk_len)));
+  k.b0 = max(vbeg, p.window_offset);
+  k.b1 = max(k.b0, min(vend, p.window_offset + wlen));
+  k.na = (k.a1 - k.a0 + 63) / 64;
+  k.nb = (k.b1 - k.b0 + 63) / 64;
+  return k;
+}
+
+// Cache entry of virtual key vi of token t (−1: none or masked).
+__device__ __forceinline__ int32_t key_entry(const SparseMqaParams& p, int64_t t, const KeyRanges& k, int vi) {
+  int32_t e;
+  if (vi < p.window_offset) {
+    e = __ldg(p.topk_indices + t * p.topk + vi);
+  } else {
+    const int64_t j = int64_t(k.request) * p.window + (vi - p.window_offset);
+    e = __ldg(p.window_indices + j);
+    if (p.window_positions != nullptr && __ldg(p.window_positions + j) > __ldg(p.query_positions + t)) e = -1;
+  }
+  return (e >= 0 && e < p.num_entries) ? e : -1;
+}
+
+// 8 E4M3 codes (little-endian in lo, hi) times a power of two → 8 bf16 (exact: ≤ 4 significant bits).
+__device__ __forceinline__ uint4 dequant8(uint32_t lo, uint32_t hi, float scale) {
+  uint4 r;
+  uint32_t* out = &r.x;
+  const uint32_t in[2] = {lo, hi};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>((in[i >> 1] >> (16 * (i & 1))) & 0xFFFFu);
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    out[i] = ptx::pack_bf16x2(f.x * scale, f.y * scale);
+  }
+  return r;
+}
+
+// The producer: tile by tile, each warp gathers every 4th group of keys; a group is one key of
+// 32 lanes (dim 512, 256) or 2 / 4 keys of 16 / 8 lanes (dim 128, 64).
+template <int D, bool kMixed>
+__device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t t, const KeyRanges& kr,
+                                              uint32_t tiles_smem, float* bias_smem, uint32_t bars) {
+  using Tr = SparseMqaTraits<D>;
+  constexpr int kVecs = D / 8, kLanesPerKey = kVecs < 32 ? kVecs : 32, kKeysPerGroup = 32 / kLanesPerKey;
+  constexpr int kVecsPerLane = kVecs / kLanesPerKey, kGroupsPerWarp = 64 / kKeysPerGroup / 4;
+  constexpr int kBatch = kGroupsPerWarp < 4 ? kGroupsPerWarp : 4;
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int key_in_group = lane / kLanesPerKey, vec_lane = lane % kLanesPerKey;
+  const int n = kr.tiles();
+  for (int i = 0; i < n; ++i) {
+    const int stage = i % Tr::kStages;
+    if (i >= Tr::kStages) ptx::mbar_wait(bars + 8 * (Tr::kStages + stage), ((i / Tr::kStages) - 1) & 1);
+    int start, limit;
+    kr.tile(i, start, limit);
+    const uint32_t tile = tiles_smem + stage * Tr::kTileBytes;
+#pragma unroll 1
+    for (int g0 = 0; g0 < kGroupsPerWarp; g0 += kBatch) {
+      uint4 raw[kBatch][kVecsPerLane];
+      float scale[kBatch][kVecsPerLane];
+      int32_t entry[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int key = ((g0 + b) * 4 + warp) * kKeysPerGroup + key_in_group;
+        const int vi = start + key;
+        entry[b] = vi < limit ? key_entry(p, t, kr, vi) : -1;
+#pragma unroll
+        for (int v = 0; v < kVecsPerLane; ++v) {
+          const int vec = vec_lane + kLanesPerKey * v;
+          raw[b][v] = make_uint4(0, 0, 0, 0);
+          scale[b][v] = 1.0f;
+          if (entry[b] < 0) continue;
+          if constexpr (kMixed) {
+            if (vec < 56) {
+              const uint2 c = __ldg(reinterpret_cast<const uint2*>(p.nope + int64_t(entry[b]) * 448) + vec);
+              raw[b][v].x = c.x;
+              raw[b][v].y = c.y;
+              scale[b][v] = __ldg(p.scales + int64_t(entry[b]) * 7 + (vec >> 3));
+            } else {
+              raw[b][v] = __ldg(reinterpret_cast<const uint4*>(p.rope + int64_t(entry[b]) * 64) + (vec - 56));
+            }
+          } else {
+            raw[b][v] = __ldg(reinterpret_cast<const uint4*>(p.kv + int64_t(entry[b]) * D) + vec);
+          }
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int key = ((g0 + b) * 4 + warp) * kKeysPerGroup + key_in_group;
+#pragma unroll
+        for (int v = 0; v < kVecsPerLane; ++v) {
+          const int vec = vec_lane + kLanesPerKey * v;
+          uint4 w = raw[b][v];
+          if constexpr (kMixed) {
+            if (vec < 56) w = dequant8(raw[b][v].x, raw[b][v].y, scale[b][v]);
+          }
+          const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+          ptx::st_shared_v4(tile + tile_offset(key, vec), words);
+        }
+        if (vec_lane == 0) bias_smem[stage * 64 + key] = entry[b] >= 0 ? 0.0f : -INFINITY;
+      }
+    }
+    ptx::fence_proxy_async_smem();  // the generic stores above are read by wgmma (async proxy)
+    ptx::mbar_arrive(bars + 8 * stage);
+  }
+}
+
+// One consumer warpgroup: dims [c · kDimsPerConsumer, +kDimsPerConsumer) of the output.
+template <int D>
+__device__ __forceinline__ void consume_tiles(const SparseMqaParams& p, int64_t t, int split, int hb,
+                                              const KeyRanges& kr, uint32_t q_smem, uint32_t tiles_smem,
+                                              const float* bias_smem, uint32_t bars, int c) {
+  using Tr = SparseMqaTraits<D>;
+  constexpr int kN = Tr::kDimsPerConsumer, kAccO = kN / 2;
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, quad = lane & 3;
+  float o[kAccO];
+#pragma unroll
+  for (int i = 0; i < kAccO; ++i) o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const int n = kr.tiles();
+  if (Tr::kConsumers == 2 && n > 0 && c == 1) ptx::named_barrier_sync(1, 256);  // start half a tile later
+  const uint64_t desc_q = ptx::smem_desc_k_sw128(q_smem);
+  for (int i = 0; i < n; ++i) {
+    const int stage = i % Tr::kStages;
+    ptx::mbar_wait(bars + 8 * stage, (i / Tr::kStages) & 1);
+    const uint32_t tile = tiles_smem + stage * Tr::kTileBytes;
+    const uint64_t desc_k = ptx::smem_desc_k_sw128(tile);
+    float s[32];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) s[j] = 0.0f;
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint64_t off = uint64_t(((k >> 2) * Tr::kChunkBytes + (k & 3) * 32) >> 4);
+      ptx::WgmmaBf16<64>::mma(desc_q + off, desc_k + off, s, k > 0 ? 1u : 0u);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+#pragma unroll
+    for (int j = 0; j < 32; ++j) ptx::fence_operand(s[j]);
+    if (Tr::kConsumers == 2 && i == 0 && c == 0) ptx::named_barrier_arrive(1, 256);
+
+    // Online softmax in base 2; rows r0 = 16 warp + lane / 4 (s[4j], s[4j+1]) and r0 + 8.
+    const float* bias = bias_smem + stage * 64;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * quad);
+      s[4 * j + 0] = fmaf(s[4 * j + 0], p.scale_log2, b.x);
+      s[4 * j + 1] = fmaf(s[4 * j + 1], p.scale_log2, b.y);
+      s[4 * j + 2] = fmaf(s[4 * j + 2], p.scale_log2, b.x);
+      s[4 * j + 3] = fmaf(s[4 * j + 3], p.scale_log2, b.y);
+      mx[0] = fmaxf(mx[0], fmaxf(s[4 * j + 0], s[4 * j + 1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
+    }
+    float alpha[2], ref[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);
+      ref[r] = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: every p and alpha is 0
+      alpha[r] = ptx::ex2_approx_ftz(m[r] - ref[r]);
+      m[r] = m_new;
+      l[r] *= alpha[r];
+    }
+    uint32_t pa[4][4];
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      const int r = (j >> 1) & 1;
+      const float p0 = ptx::ex2_approx_ftz(s[j] - ref[r]), p1 = ptx::ex2_approx_ftz(s[j + 1] - ref[r]);
+      l[r] += p0 + p1;
+      pa[j >> 3][(j >> 1) & 3] = ptx::pack_bf16x2(p0, p1);
+    }
+#pragma unroll
+    for (int j = 0; j < kAccO; ++j) o[j] *= alpha[(j >> 1) & 1];
+
+    // O += P · V: V is the tile read MN-major, this consumer's dims.
+    const uint32_t v_base = tile + c * (kN / 64) * Tr::kChunkBytes;
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      ptx::WgmmaBf16Rs<kN>::mma_bt(pa[kk], ptx::smem_desc_mn_sw128(v_base + kk * 16 * 128, Tr::kChunkBytes), o, 1u);
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+#pragma unroll
+    for (int j = 0; j < kAccO; ++j) ptx::fence_operand(o[j]);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) ptx::fence_operand(pa[kk][j]);
+    if (lane == 0) ptx::mbar_arrive(bars + 8 * (Tr::kStages + stage));
+  }
+
+  // Epilogue: the full row sums, then o = O / denominator.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xFFFFFFFFu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xFFFFFFFFu, l[r], 2);
+  }
+  const int h0 = hb * 64 + 16 * warp + (lane >> 2);
+  const int dest = split < p.topk_splits || p.topk_splits == 0 ? split : split + p.window_dest_shift;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int h = h0 + 8 * r;
+    if (h >= p.heads) continue;
+    const bool any = l[r] > 0.0f;
+    const float lse = any ? (m[r] + __log2f(l[r])) * 0.69314718055994531f : -INFINITY;
+    float denom = l[r];
+    if (p.final_out && p.sink != nullptr && any) denom += exp2f(__ldg(p.sink + h) * 1.4426950408889634f - m[r]);
+    const float inv = any ? 1.0f / denom : 0.0f;
+    const int64_t row = t * p.heads + h;
+    if (p.final_out) {
+      __nv_bfloat16* out = p.o + row * D + c * kN + 2 * quad;
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+        *reinterpret_cast<uint32_t*>(out + 8 * j) = ptx::pack_bf16x2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      if (c == 0 && quad == 0 && p.lse != nullptr) p.lse[row] = lse;
+    } else {
+      const int64_t prow = int64_t(dest) * p.num_tokens * p.heads + row;
+      float* out = p.part_o + prow * D + c * kN + 2 * quad;
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+        *reinterpret_cast<float2*>(out + 8 * j) = make_float2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      if (c == 0 && quad == 0) p.part_lse[prow] = lse;
+    }
+  }
+}
+
+template <int D, bool kMixed>
+__global__ void __launch_bounds__(SparseMqaTraits<D>::kThreads, 1) sparse_mqa_kernel(const SparseMqaParams p) {
+  using Tr = SparseMqaTraits<D>;
+  extern __shared__ uint8_t attn_smem_raw[];
+  const uint32_t raw = ptx::smem_addr(attn_smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  uint8_t* base_ptr = attn_smem_raw + (base - raw);
+  const uint32_t q_smem = base, tiles_smem = base + Tr::kQBytes, bars = base + Tr::kBarOffset;
+  float* bias_smem = reinterpret_cast<float*>(base_ptr + Tr::kBiasOffset);
+
+  const int hb = int(blockIdx.x % unsigned(p.head_blocks));
+  const int64_t ts = blockIdx.x / unsigned(p.head_blocks);
+  const int split = int(ts % p.splits);
+  const int64_t t = ts / p.splits;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Tr::kStages; ++s) {
+      ptx::mbar_init(bars + 8 * s, 128);                                 // full: every producer thread
+      ptx::mbar_init(bars + 8 * (Tr::kStages + s), 4 * Tr::kConsumers);  // empty: every consumer warp
+    }
+    ptx::fence_mbar_init();
+  }
+  // Q's 64 heads of token t (rows past `heads` are zero), swizzled like the key tiles.
+  for (int i = threadIdx.x; i < 64 * (D / 8); i += Tr::kThreads) {
+    const int r = i / (D / 8), v = i % (D / 8), h = hb * 64 + r;
+    uint4 w = make_uint4(0, 0, 0, 0);
+    if (h < p.heads) w = __ldg(reinterpret_cast<const uint4*>(p.q + (t * p.heads + h) * D) + v);
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    ptx::st_shared_v4(q_smem + tile_offset(r, v), words);
+  }
+  ptx::fence_proxy_async_smem();
+  __syncthreads();
+
+  const KeyRanges kr = key_ranges(p, t, split);
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    if constexpr (Tr::kConsumers == 2) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
+    produce_tiles<D, kMixed>(p, t, kr, tiles_smem, bias_smem, bars);
+  } else {
+    if constexpr (Tr::kConsumers == 2) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
+    consume_tiles<D>(p, t, split, hb, kr, q_smem, tiles_smem, bias_smem, bars, wg - 1);
+  }
+}
+
+}  // namespace moekit::attn
