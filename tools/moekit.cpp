@@ -32,6 +32,9 @@ void usage() {
       "  bench ep    [--preset NAME] [--ranks G,...] [--tokens T,...] [--mode ll|ht|both] [--reps R]\n"
       "                              the expert-parallel layer (moekit::MoeEpLayer) over G GPUs, NCCL's all-to-all\n"
       "                              of the same bytes as baseline (builds with NCCL only)\n"
+      "  bench attention [--tokens T,...] [--heads H,...] [--topk K,...] [--prefill T] [--kv mixed|bf16]\n"
+      "                              DeepSeek-V4 sparse MQA attention (dim 512, top-k + 128-entry window, sink) vs\n"
+      "                              an unfused gather + cuBLASLt baseline\n"
       "  jit warm    [--shapes M:N:K,...] [--config CFG]\n"
       "                              compile the kernels those shapes use (or CFG) into the disk cache (no GPU needed)\n"
       "  jit warm    --moe PRESET|all [--tokens T1,T2,...] [--weights fp8|mxfp4]\n"
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
       if (what == "quant") return moekit::bench::bench_quant_main(argc - 2, argv + 2);
       if (what == "grouped") return moekit::bench::bench_grouped_main(argc - 2, argv + 2);
       if (what == "moe") return moekit::bench::bench_moe_main(argc - 2, argv + 2);
+      if (what == "attention") return moekit::bench::bench_attention_main(argc - 2, argv + 2);
 #ifdef MOEKIT_HAS_NCCL
       if (what == "ep") return moekit::bench::bench_ep_main(argc - 2, argv + 2);
 #else

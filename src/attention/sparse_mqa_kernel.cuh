@@ -61,9 +61,13 @@ struct SparseMqaTraits {
   static constexpr int kBiasOffset = kQBytes + kStages * kTileBytes;
   static constexpr int kBarOffset = kBiasOffset + kStages * kTileKeys * 4;
   static constexpr int kSmemBytes = kBarOffset + 2 * kStages * 8 + 1024;  // + alignment slack
-  // Registers after setmaxnreg with two consumers: 128 × 88 + 256 × 208 ≤ 64 K.
-  static constexpr int kProducerRegs = 88;
-  static constexpr int kConsumerRegs = 208;
+  // Registers after setmaxnreg with two consumers (the producer keeps 8 keys' rows in flight per
+  // warp). setmaxnreg.inc only takes what the CTA's other warps released: the total must stay
+  // within the launch's 384 × 168, or the consumers wait forever.
+  static constexpr int kProducerRegs = 104;
+  static constexpr int kConsumerRegs = 200;
+  static_assert(kConsumers == 1 || 128 * kProducerRegs + 256 * kConsumerRegs <= 384 * 168,
+                "setmaxnreg would ask for more registers than the CTA was launched with");
 };
 
 // Byte offset of 16-byte vector v (8 bf16 dims) of row r in a [64 rows, D] swizzled tile.
@@ -126,23 +130,41 @@ __device__ __forceinline__ uint4 dequant8(uint32_t lo, uint32_t hi, float scale)
   return r;
 }
 
-// The producer: tile by tile, each warp gathers every 4th group of keys; a group is one key of
-// 32 lanes (dim 512, 256) or 2 / 4 keys of 16 / 8 lanes (dim 128, 64).
+// Entry of key `kw` (0..15) of this warp's 16 keys in the tile starting at `start`, or −1.
+template <int D>
+__device__ __forceinline__ int32_t warp_key_entry(const SparseMqaParams& p, int64_t t, const KeyRanges& kr, int start,
+                                                  int limit, int warp, int kw) {
+  constexpr int kKeysPerGroup = D / 8 < 32 ? 32 / (D / 8) : 1;
+  const int key = ((kw / kKeysPerGroup) * 4 + warp) * kKeysPerGroup + kw % kKeysPerGroup;
+  return start + key < limit ? key_entry(p, t, kr, start + key) : -1;
+}
+
+// The producer: tile by tile, each warp gathers 16 of the 64 keys (every 4th group; a group is one
+// key of 32 lanes at dim 512 / 256, or 2 / 4 keys of 16 / 8 lanes at dim 128 / 64). Gathers are
+// latency-bound: the next tile's entry ids are loaded while this one's rows are, and kBatch keys'
+// rows are in flight per warp at once.
 template <int D, bool kMixed>
 __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t t, const KeyRanges& kr,
                                               uint32_t tiles_smem, float* bias_smem, uint32_t bars) {
   using Tr = SparseMqaTraits<D>;
   constexpr int kVecs = D / 8, kLanesPerKey = kVecs < 32 ? kVecs : 32, kKeysPerGroup = 32 / kLanesPerKey;
   constexpr int kVecsPerLane = kVecs / kLanesPerKey, kGroupsPerWarp = 64 / kKeysPerGroup / 4;
-  constexpr int kBatch = kGroupsPerWarp < 4 ? kGroupsPerWarp : 4;
+  constexpr int kBatch = kGroupsPerWarp < 8 ? kGroupsPerWarp : 8;
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int key_in_group = lane / kLanesPerKey, vec_lane = lane % kLanesPerKey;
   const int n = kr.tiles();
+  int start = 0, limit = 0;
+  if (n > 0) kr.tile(0, start, limit);
+  int32_t ids = lane < 16 && n > 0 ? warp_key_entry<D>(p, t, kr, start, limit, warp, lane) : -1;
   for (int i = 0; i < n; ++i) {
     const int stage = i % Tr::kStages;
+    const int32_t cur_ids = ids;
+    if (i + 1 < n) {  // the next tile's ids, consumed next iteration: their latency hides behind this one
+      int next_start, next_limit;
+      kr.tile(i + 1, next_start, next_limit);
+      ids = lane < 16 ? warp_key_entry<D>(p, t, kr, next_start, next_limit, warp, lane) : -1;
+    }
     if (i >= Tr::kStages) ptx::mbar_wait(bars + 8 * (Tr::kStages + stage), ((i / Tr::kStages) - 1) & 1);
-    int start, limit;
-    kr.tile(i, start, limit);
     const uint32_t tile = tiles_smem + stage * Tr::kTileBytes;
 #pragma unroll 1
     for (int g0 = 0; g0 < kGroupsPerWarp; g0 += kBatch) {
@@ -151,9 +173,7 @@ __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t 
       int32_t entry[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        const int key = ((g0 + b) * 4 + warp) * kKeysPerGroup + key_in_group;
-        const int vi = start + key;
-        entry[b] = vi < limit ? key_entry(p, t, kr, vi) : -1;
+        entry[b] = __shfl_sync(0xFFFFFFFFu, cur_ids, (g0 + b) * kKeysPerGroup + key_in_group);
 #pragma unroll
         for (int v = 0; v < kVecsPerLane; ++v) {
           const int vec = vec_lane + kLanesPerKey * v;
@@ -279,7 +299,7 @@ __device__ __forceinline__ void consume_tiles(const SparseMqaParams& p, int64_t 
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int j = 0; j < 4; ++j) ptx::fence_operand(pa[kk][j]);
-    if (lane == 0) ptx::mbar_arrive(bars + 8 * (Tr::kStages + stage));
+    ptx::mbar_arrive(bars + 8 * (Tr::kStages + stage));  // every thread: its bias reads are done
   }
 
   // Epilogue: the full row sums, then o = O / denominator.
@@ -335,7 +355,7 @@ __global__ void __launch_bounds__(SparseMqaTraits<D>::kThreads, 1) sparse_mqa_ke
   if (threadIdx.x == 0) {
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbar_init(bars + 8 * s, 128);                                 // full: every producer thread
-      ptx::mbar_init(bars + 8 * (Tr::kStages + s), 4 * Tr::kConsumers);  // empty: every consumer warp
+      ptx::mbar_init(bars + 8 * (Tr::kStages + s), 128 * Tr::kConsumers);  // empty: every consumer thread
     }
     ptx::fence_mbar_init();
   }

@@ -229,7 +229,7 @@ void CublasLt::refresh_sa_fp8(const GemmFp8Args& args, cudaStream_t stream, int 
 }
 
 CublasLt::Plan& CublasLt::plan_fp8(const GemmFp8Args& args, const Slot* slot) {
-  const PlanKey key{slot ? 0 : 2, args.m, args.n, args.k, args.lda, args.ldb, args.ldd};
+  const PlanKey key{slot ? 0 : 2, args.m, args.n, args.k, args.lda, args.ldb, args.ldd, 1, 0, 0, 0};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   auto plan = std::make_unique<Plan>();
@@ -274,7 +274,7 @@ LtStatus CublasLt::gemm_fp8(const GemmFp8Args& args, cudaStream_t stream, int sl
                  shape_str(args.m, args.n, args.k), " and these scales first");
   if (!slot.why.empty()) return LtStatus::unsupported(slot.why);
   if (args.m == 0) return LtStatus::success();
-  const PlanKey key{0, args.m, args.n, args.k, args.lda, args.ldb, args.ldd};
+  const PlanKey key{0, args.m, args.n, args.k, args.lda, args.ldb, args.ldd, 1, 0, 0, 0};
   auto it = plans_.find(key);
   MOEKIT_REQUIRE(it != plans_.end(), ErrorCode::kInvalidArgument,
                  "CublasLt::gemm_fp8: the strides differ from those given to prepare_fp8");
@@ -323,7 +323,8 @@ LtStatus CublasLt::gemm_fp8_tensor_scaled(const GemmFp8Args& args, cudaStream_t 
 // ---------------------------------------------------------------------------------------------
 
 CublasLt::Plan& CublasLt::plan_bf16(const GemmBf16Args& args) {
-  const PlanKey key{1, args.m, args.n, args.k, args.lda, args.ldb, args.ldd};
+  const PlanKey key{args.b_kn ? 3 : 1, args.m, args.n, args.k, args.lda, args.ldb, args.ldd, args.batch,
+                    args.stride_a, args.stride_b, args.stride_d};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   auto plan = std::make_unique<Plan>();
@@ -331,20 +332,42 @@ CublasLt::Plan& CublasLt::plan_bf16(const GemmBf16Args& args) {
   plans_.emplace(key, std::move(plan));
 
   check_lt(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-  const int32_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  // Column-major: cuBLASLt's A is our B — K x N with op T, or (b_kn) N x K with op N.
+  const int32_t trans_a = args.b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   if (!p.set(CUBLASLT_MATMUL_DESC_TRANSA, trans_a, "TRANSA") ||
       !p.set(CUBLASLT_MATMUL_DESC_TRANSB, trans_b, "TRANSB"))
     return p;
-  if (!p.layout(&p.a, CUDA_R_16BF, args.k, args.n, args.ldb) ||
+  if (!(args.b_kn ? p.layout(&p.a, CUDA_R_16BF, args.n, args.k, args.ldb)
+                  : p.layout(&p.a, CUDA_R_16BF, args.k, args.n, args.ldb)) ||
       !p.layout(&p.b, CUDA_R_16BF, args.k, args.m, args.lda) ||
       !p.layout(&p.d, CUDA_R_16BF, args.n, args.m, args.ldd))
     return p;
+  if (args.batch > 1) {
+    const int32_t count = static_cast<int32_t>(args.batch);
+    const struct {
+      cublasLtMatrixLayout_t layout;
+      int64_t stride;
+    } batched[3] = {{p.a, args.stride_b}, {p.b, args.stride_a}, {p.d, args.stride_d}};
+    for (const auto& m : batched) {
+      check_lt(cublasLtMatrixLayoutSetAttribute(m.layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+               "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
+      check_lt(cublasLtMatrixLayoutSetAttribute(m.layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &m.stride,
+                                                sizeof m.stride),
+               "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
+    }
+  }
   p.select(as_handle(handle_), workspace_.bytes(), "BF16");
   return p;
 }
 
 LtStatus CublasLt::gemm_bf16(const GemmBf16Args& args, cudaStream_t stream) {
-  require_args("CublasLt::gemm_bf16", args);
+  const char* fn = "CublasLt::gemm_bf16";
+  MOEKIT_REQUIRE(args.m >= 0 && args.n > 0 && args.k > 0 && args.batch >= 1, ErrorCode::kInvalidArgument, fn,
+                 ": bad shape m=", args.m, " n=", args.n, " k=", args.k, " batch=", args.batch);
+  MOEKIT_REQUIRE(args.lda >= args.k && args.ldb >= (args.b_kn ? args.n : args.k) && args.ldd >= args.n,
+                 ErrorCode::kInvalidArgument, fn, ": strides too small (lda=", args.lda, " ldb=", args.ldb,
+                 " ldd=", args.ldd, ")");
+  MOEKIT_REQUIRE(args.m == 0 || (args.a && args.b && args.d), ErrorCode::kInvalidArgument, fn, ": null pointer");
   if (args.m == 0) return LtStatus::success();
   Plan& p = plan_bf16(args);
   const std::string shape = shape_str(args.m, args.n, args.k);

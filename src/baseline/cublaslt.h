@@ -48,7 +48,9 @@ struct LtStatus {
   static LtStatus unsupported(std::string why) { return {false, std::move(why)}; }
 };
 
-/// Plain BF16 GEMM D[m, n] = A[m, k] · B[n, k]ᵀ, all bf16 row-major (FP32 accumulation).
+/// Plain BF16 GEMM D[m, n] = A[m, k] · B[n, k]ᵀ, all bf16 row-major (FP32 accumulation); with
+/// `b_kn`, B is stored [k, n] row-major and D = A · B. `batch` > 1: that many GEMMs, the i-th's
+/// matrices `stride_*` elements after the (i−1)-th's.
 struct GemmBf16Args {
   int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;  ///< bf16 [m, k], row stride lda elements
@@ -57,6 +59,8 @@ struct GemmBf16Args {
   int64_t ldb = 0;
   void* d = nullptr;        ///< bf16 [m, n], row stride ldd elements
   int64_t ldd = 0;
+  bool b_kn = false;
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_d = 0;
 };
 
 class CublasLt {
@@ -109,8 +113,10 @@ class CublasLt {
     int64_t m = -1, n = -1, k = -1;
     std::string why;                    ///< non-empty when cuBLASLt cannot run this slot's shape
   };
-  // kind (0 = fp8 block-scaled, 1 = bf16, 2 = fp8 per-tensor scales), m, n, k, lda, ldb, ldd
-  using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  // kind (0 = fp8 block-scaled, 1 = bf16, 2 = fp8 per-tensor scales, 3 = bf16 with B [k, n]), m,
+  // n, k, lda, ldb, ldd, batch, stride_a, stride_b, stride_d
+  using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                             int64_t>;
 
   Plan& plan_fp8(const GemmFp8Args& args, const Slot* slot);  ///< slot null: per-tensor scales
   Plan& plan_bf16(const GemmBf16Args& args);
