@@ -2,7 +2,7 @@
 // the mixed FP8/BF16 KV entry format, RoPE on the last 64 dims, and the attention itself in
 // float64 — one MQA head of K = V shared by all query heads, any number of sources per query
 // (the indexer's top-k entries, the sliding window), an optional per-head sink, normalized or
-// per-source partial outputs, and the merge of partials. The kernels (to come) are checked
+// per-source partial outputs, and the merge of partials. The kernels (sparse_mqa_kernel.cuh) are checked
 // against these; nothing here runs on the GPU.
 #pragma once
 #include <cstdint>

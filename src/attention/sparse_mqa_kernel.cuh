@@ -139,10 +139,29 @@ __device__ __forceinline__ int32_t warp_key_entry(const SparseMqaParams& p, int6
   return start + key < limit ? key_entry(p, t, kr, start + key) : -1;
 }
 
+// Brings the rows of this warp's 16 keys (entry ids in lanes 0..15 of `ids`) into L2 (lanes 2k
+// and 2k + 1 share key k), so the producer's loads of that tile hit L2.
+template <int D, bool kMixed>
+__device__ __forceinline__ void prefetch_rows_l2(const SparseMqaParams& p, int32_t ids, int lane) {
+  const int32_t e = __shfl_sync(0xFFFFFFFFu, ids, lane >> 1);
+  if (e < 0) return;
+  if constexpr (kMixed) {
+    if ((lane & 1) == 0) {
+      ptx::bulk_prefetch_l2(p.nope + int64_t(e) * 448, 448);
+    } else {
+      ptx::bulk_prefetch_l2(p.rope + int64_t(e) * 64, 128);
+      ptx::prefetch_l2(p.scales + int64_t(e) * 7);
+      ptx::prefetch_l2(p.scales + int64_t(e) * 7 + 6);
+    }
+  } else if ((lane & 1) == 0) {
+    ptx::bulk_prefetch_l2(p.kv + int64_t(e) * D, D * 2);
+  }
+}
+
 // The producer: tile by tile, each warp gathers 16 of the 64 keys (every 4th group; a group is one
 // key of 32 lanes at dim 512 / 256, or 2 / 4 keys of 16 / 8 lanes at dim 128 / 64). Gathers are
-// latency-bound: the next tile's entry ids are loaded while this one's rows are, and kBatch keys'
-// rows are in flight per warp at once.
+// latency-bound, so each tile's entry ids are loaded two tiles ahead and its rows prefetched into
+// L2 one tile ahead, and kBatch keys' rows are in flight per warp at once.
 template <int D, bool kMixed>
 __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t t, const KeyRanges& kr,
                                               uint32_t tiles_smem, float* bias_smem, uint32_t bars) {
@@ -153,17 +172,20 @@ __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t 
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int key_in_group = lane / kLanesPerKey, vec_lane = lane % kLanesPerKey;
   const int n = kr.tiles();
-  int start = 0, limit = 0;
-  if (n > 0) kr.tile(0, start, limit);
-  int32_t ids = lane < 16 && n > 0 ? warp_key_entry<D>(p, t, kr, start, limit, warp, lane) : -1;
+  // Entry ids of this warp's keys of tile i (lanes 0..15), −1 past the last tile.
+  const auto tile_ids = [&](int i) {
+    if (i >= n || lane >= 16) return int32_t(-1);
+    int start, limit;
+    kr.tile(i, start, limit);
+    return warp_key_entry<D>(p, t, kr, start, limit, warp, lane);
+  };
+  int32_t ids_next = tile_ids(0), ids_after = tile_ids(1);
   for (int i = 0; i < n; ++i) {
     const int stage = i % Tr::kStages;
-    const int32_t cur_ids = ids;
-    if (i + 1 < n) {  // the next tile's ids, consumed next iteration: their latency hides behind this one
-      int next_start, next_limit;
-      kr.tile(i + 1, next_start, next_limit);
-      ids = lane < 16 ? warp_key_entry<D>(p, t, kr, next_start, next_limit, warp, lane) : -1;
-    }
+    const int32_t cur_ids = ids_next;
+    ids_next = ids_after;
+    if (i + 1 < n) prefetch_rows_l2<D, kMixed>(p, ids_next, lane);
+    ids_after = tile_ids(i + 2);
     if (i >= Tr::kStages) ptx::mbar_wait(bars + 8 * (Tr::kStages + stage), ((i / Tr::kStages) - 1) & 1);
     const uint32_t tile = tiles_smem + stage * Tr::kTileBytes;
 #pragma unroll 1

@@ -57,8 +57,8 @@ void validate_sparse_attention(const SparseAttentionArgs& a, const AttentionKv& 
     if (a.num_tokens == 0 || kv.mixed.num_entries == 0) return;
     MOEKIT_REQUIRE(kv.mixed.nope && kv.mixed.scales && kv.mixed.rope, ErrorCode::kInvalidArgument, fn,
                    ": the mixed cache's nope, scales and rope are required");
-    MOEKIT_REQUIRE(aligned(kv.mixed.nope, 8) && aligned(kv.mixed.scales, 4) && aligned(kv.mixed.rope, 16),
-                   ErrorCode::kMisaligned, fn, ": the mixed cache's nope must be 8-, scales 4-, rope 16-byte aligned");
+    MOEKIT_REQUIRE(aligned(kv.mixed.nope, 16) && aligned(kv.mixed.scales, 4) && aligned(kv.mixed.rope, 16),
+                   ErrorCode::kMisaligned, fn, ": the mixed cache's nope and rope must be 16-, scales 4-byte aligned");
   } else {
     MOEKIT_REQUIRE(kv.format == KvFormat::kBf16, ErrorCode::kInvalidArgument, fn, ": unknown KvFormat");
     MOEKIT_REQUIRE(kv.num_entries >= 0 && kv.num_entries <= INT32_MAX, ErrorCode::kInvalidArgument, fn,

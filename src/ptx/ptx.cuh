@@ -219,6 +219,15 @@ __device__ __forceinline__ void tma_load_2d_hint(u32 dst, const TmaDescriptor* d
 /// Prefetches the line holding `p` into this SM's L1 (a hint).
 __device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 
+/// Prefetches the line holding `p` into L2 (a hint).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+/// Prefetches `bytes` (a multiple of 16) from 16-byte aligned `p` into L2 with the bulk copy engine
+/// (a hint): a gather's rows fetched ahead of their loads, without registers or shared memory.
+__device__ __forceinline__ void bulk_prefetch_l2(const void* p, u32 bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
 /// L2 cache policy for the *_hint loads: lines evicted first (data streamed once).
 __device__ __forceinline__ u64 l2_policy_evict_first() {
   u64 p;
