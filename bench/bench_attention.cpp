@@ -1,5 +1,6 @@
 // moekit bench attention — DeepSeek-V4's sparse MQA attention (moekit::sparse_attention): decode
-// batches and a prefill over a mixed FP8/BF16 (or bf16) cache of 256 K entries, each token with
+// batches and a prefill over a mixed FP8/BF16 cache of 256 K entries (three arrays, or `--kv rows`:
+// one 640-byte row per entry; or bf16 rows), each token with
 // `topk` random entries plus a 128-entry window. Prints µs, TFLOPS (4 · T · heads · keys · dim),
 // GB/s of gathered KV (T · keys · bytes per entry), its % of the measured copy bandwidth, and the
 // unfused baseline in the same process (gather + cuBLASLt GEMMs + softmax,
@@ -39,23 +40,35 @@ std::vector<int> parse_list(const char* s) {
   return v;
 }
 
+// The cache layouts `--kv` picks: mixed (three dense arrays), rows (the mixed entries as one
+// 640-byte row each: nope | rope | scales | pad), bf16.
+enum class Layout { kMixed, kRows, kBf16 };
+constexpr int64_t kRowBytes = 640;
+
 struct Cache {
   int64_t entries;
   bool mixed;
   DeviceBuffer nope, scales, rope, bf16;
   AttentionKv kv;
-  Cache(int64_t n, bool is_mixed, cudaStream_t st) : entries(n), mixed(is_mixed) {
+  Cache(int64_t n, Layout layout, cudaStream_t st) : entries(n), mixed(layout != Layout::kBf16) {
     DeviceBuffer k(size_t(n) * 512 * 2);
     fill_bf16_activations(k.get(), n * 512, BenchData::kNormal, 77, st);
     if (mixed) {
-      nope = DeviceBuffer(size_t(n) * 448);
-      scales = DeviceBuffer(size_t(n) * 7 * 4);
-      rope = DeviceBuffer(size_t(n) * 64 * 2);
       std::vector<int32_t> slots(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) slots[size_t(i)] = int32_t(i);
       DeviceBuffer ds = DeviceBuffer::from(slots);
       kv.format = KvFormat::kMixedFp8;
-      kv.mixed = MixedKvCache{nope.as<uint8_t>(), scales.as<float>(), rope.get(), n};
+      if (layout == Layout::kRows) {
+        nope = DeviceBuffer(size_t(n) * kRowBytes);
+        uint8_t* base = nope.as<uint8_t>();
+        kv.mixed = MixedKvCache{base, reinterpret_cast<float*>(base + 576), base + 448, n, kRowBytes, kRowBytes,
+                                kRowBytes};
+      } else {
+        nope = DeviceBuffer(size_t(n) * 448);
+        scales = DeviceBuffer(size_t(n) * 7 * 4);
+        rope = DeviceBuffer(size_t(n) * 64 * 2);
+        kv.mixed = MixedKvCache{nope.as<uint8_t>(), scales.as<float>(), rope.get(), n};
+      }
       mixed_kv_cache_write(k.get(), n, 512, ds.as<int32_t>(), kv.mixed, st);
       MOEKIT_CUDA_CHECK(cudaStreamSynchronize(st));
     } else {
@@ -91,7 +104,8 @@ int bench_attention_main(int argc, char** argv) {
   std::vector<int> tokens = {1, 16, 64, 128}, heads = {64, 128}, topks = {512, 2048};
   int window = 128, reps = 20;
   int64_t prefill = 4096, entries = 256 * 1024;
-  bool mixed = true, baseline = true;
+  Layout layout = Layout::kMixed;
+  bool baseline = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has = i + 1 < argc;
@@ -104,12 +118,21 @@ int bench_attention_main(int argc, char** argv) {
     else if (a == "--prefill" && has) prefill = std::atoll(argv[++i]);
     else if (a == "--entries" && has) entries = std::atoll(argv[++i]);
     else if (a == "--reps" && has) reps = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--kv" && has) mixed = std::string(argv[++i]) != "bf16";
+    else if (a == "--kv" && has) {
+      const std::string v = argv[++i];
+      if (v == "mixed") layout = Layout::kMixed;
+      else if (v == "rows") layout = Layout::kRows;
+      else if (v == "bf16") layout = Layout::kBf16;
+      else {
+        std::fprintf(stderr, "moekit bench attention: --kv takes mixed, rows or bf16, not '%s'\n", v.c_str());
+        return 2;
+      }
+    }
     else if (a == "--no-baseline") baseline = false;
     else if (a == "-h" || a == "--help") {
       std::printf(
           "usage: moekit bench attention [--tokens 1,16,64,128] [--heads 64,128] [--topk 512,2048] [--window 128]\n"
-          "                              [--prefill T (0: none)] [--kv mixed|bf16] [--entries N] [--reps R]\n"
+          "                              [--prefill T (0: none)] [--kv mixed|rows|bf16] [--entries N] [--reps R]\n"
           "                              [--no-baseline] [--csv|--json]\n");
       return 0;
     } else {
@@ -120,7 +143,8 @@ int bench_attention_main(int argc, char** argv) {
   BenchStream stream;
   cudaStream_t st = stream.get();
   const double copy_bw = measured_copy_bandwidth();
-  Cache cache(entries, mixed, st);
+  Cache cache(entries, layout, st);
+  const char* kv_name = layout == Layout::kMixed ? "mixed" : layout == Layout::kRows ? "rows" : "bf16";
 
   std::vector<Case> cases;
   for (int h : heads)
@@ -197,14 +221,17 @@ int bench_attention_main(int argc, char** argv) {
       }
     }
     table.add_row({c.phase, fmt("%lld", static_cast<long long>(c.tokens)), fmt("%d", c.heads), fmt("%d", c.topk),
-                   fmt("%d", c.window), mixed ? "mixed" : "bf16", fmt("%.1f", us), fmt("%.1f", flops / (us * 1e-6) / 1e12),
+                   fmt("%d", c.window), kv_name, fmt("%.1f", us), fmt("%.1f", flops / (us * 1e-6) / 1e12),
                    fmt("%.0f", gbs), fmt("%.1f", 100.0 * gbs * 1e9 / copy_bw), base_us, speedup, rel});
   }
   if (out == Out::kCsv) std::printf("%s", table.csv().c_str());
   else if (out == Out::kJson) std::printf("%s\n", table.json().c_str());
   else {
     std::printf("# sparse MQA attention, dim 512, %lld cache entries (%s), sink on; measured copy bandwidth %.0f GB/s\n",
-                static_cast<long long>(entries), mixed ? "mixed FP8/BF16, 604 B each" : "bf16, 1024 B each",
+                static_cast<long long>(entries),
+                layout == Layout::kMixed  ? "mixed FP8/BF16, 604 B each in 3 arrays"
+                : layout == Layout::kRows ? "mixed FP8/BF16, 604 B each in one 640-byte row"
+                                          : "bf16, 1024 B each",
                 copy_bw / 1e9);
     std::printf("%s", table.text().c_str());
   }

@@ -10,7 +10,10 @@ namespace moekit {
 
 /// The mixed FP8/BF16 KV cache of DeepSeek-V4 (head dim 512, K = V), one entry per cached token:
 /// dims [0, 448) are E4M3 codes `nope[e, d]` times a power-of-two scale `scales[e, d / 64]`, dims
-/// [448, 512) are bf16 `rope[e, d − 448]`. Three row-major arrays (device pointers).
+/// [448, 512) are bf16 `rope[e, d − 448]`. Three arrays of rows (device pointers), dense by default;
+/// with strides they can share one buffer of rows, e.g. 640-byte rows [nope 448 B | rope 128 B |
+/// scales 28 B | pad]: nope = base, rope = base + 448, scales = base + 576, every stride 640 — a
+/// gathered entry then touches one place in memory instead of three.
 struct MixedKvCache {
   static constexpr int kNope = 448;   ///< FP8 dims
   static constexpr int kRope = 64;    ///< bf16 dims (the RoPE dims)
@@ -20,6 +23,9 @@ struct MixedKvCache {
   float* scales = nullptr;   ///< [num_entries, 7] powers of two (FP32)
   void* rope = nullptr;      ///< [num_entries, 64] bf16, 16-byte aligned
   int64_t num_entries = 0;
+  int64_t nope_stride = kNope;            ///< bytes from one entry's codes to the next's (multiple of 16, ≥ 448)
+  int64_t scales_stride = kScales * 4;    ///< bytes between entries' scales (multiple of 4, ≥ 28)
+  int64_t rope_stride = kRope * 2;        ///< bytes between entries' rope dims (multiple of 16, ≥ 128)
 };
 
 /// Writes T new K rows into the cache: row t (bf16 [T, 512], row stride ldk ≥ 512 elements, a

@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "moekit/attention.h"
+#include "planning/attention_plan.h"
 
 namespace moekit {
 namespace {
@@ -38,7 +39,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     if (slot < 0 || slot >= cache.num_entries) continue;  // uniform over the warp
     const __nv_bfloat162 v = reinterpret_cast<const __nv_bfloat162*>(k + t * ldk + g * C::kGroup)[lane];
     if (g == C::kScales) {
-      reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(cache.rope) + int64_t(slot) * C::kRope)[lane] = v;
+      reinterpret_cast<__nv_bfloat162*>(static_cast<char*>(cache.rope) + int64_t(slot) * cache.rope_stride)[lane] = v;
       continue;
     }
     const float2 f = __bfloat1622float2(v);
@@ -50,8 +51,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
     const float s = group_scale(amax);
     const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(make_float2(f.x / s, f.y / s), __NV_SATFINITE, __NV_E4M3);
-    reinterpret_cast<__nv_fp8x2_storage_t*>(cache.nope + int64_t(slot) * C::kNope + g * C::kGroup)[lane] = q;
-    if (lane == 0) cache.scales[int64_t(slot) * C::kScales + g] = s;
+    reinterpret_cast<__nv_fp8x2_storage_t*>(cache.nope + int64_t(slot) * cache.nope_stride + g * C::kGroup)[lane] = q;
+    if (lane == 0)
+      reinterpret_cast<float*>(reinterpret_cast<char*>(cache.scales) + int64_t(slot) * cache.scales_stride)[g] = s;
   }
 }
 
@@ -92,6 +94,7 @@ void mixed_kv_cache_write(const void* k, int64_t num_tokens, int64_t ldk, const 
                  ": k, slots and the cache's nope, scales and rope are required");
   MOEKIT_REQUIRE(ldk >= C::kNope + C::kRope && ldk % 8 == 0, ErrorCode::kInvalidArgument, fn, ": ldk = ", ldk,
                  " must be >= 512 and a multiple of 8");
+  detail::validate_mixed_kv_strides(cache, fn);
   MOEKIT_REQUIRE(aligned(k, 16) && aligned(cache.rope, 16) && aligned(cache.nope, 2) && aligned(cache.scales, 4) &&
                      aligned(slots, 4),
                  ErrorCode::kMisaligned, fn, ": k and rope must be 16-byte aligned, nope 2-, scales and slots 4-byte");

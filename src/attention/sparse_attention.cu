@@ -81,6 +81,9 @@ void sparse_attention(const SparseAttentionArgs& a, const AttentionKv& kv, Atten
   p.nope = kv.mixed.nope;
   p.scales = kv.mixed.scales;
   p.rope = static_cast<const __nv_bfloat16*>(kv.mixed.rope);
+  p.nope_stride = kv.mixed.nope_stride;
+  p.scales_stride = kv.mixed.scales_stride;
+  p.rope_stride = kv.mixed.rope_stride;
   p.num_entries = mixed ? kv.mixed.num_entries : kv.num_entries;
   p.topk_indices = a.topk_indices;
   p.topk = a.topk;

@@ -35,6 +35,7 @@ struct SparseMqaParams {
   const float* sink;   // natural-log logits [heads] or null
   const __nv_bfloat16* kv;                                         // bf16 entries [N, dim]
   const uint8_t* nope; const float* scales; const __nv_bfloat16* rope;  // mixed entries
+  int64_t nope_stride, scales_stride, rope_stride;                      // bytes per entry
   int64_t num_entries;
   const int32_t* topk_indices; int topk; const int32_t* topk_lens;
   const int32_t* window_indices; int window; const int32_t* window_lens;
@@ -147,11 +148,12 @@ __device__ __forceinline__ void prefetch_rows_l2(const SparseMqaParams& p, int32
   if (e < 0) return;
   if constexpr (kMixed) {
     if ((lane & 1) == 0) {
-      ptx::bulk_prefetch_l2(p.nope + int64_t(e) * 448, 448);
+      ptx::bulk_prefetch_l2(p.nope + e * p.nope_stride, 448);
     } else {
-      ptx::bulk_prefetch_l2(p.rope + int64_t(e) * 64, 128);
-      ptx::prefetch_l2(p.scales + int64_t(e) * 7);
-      ptx::prefetch_l2(p.scales + int64_t(e) * 7 + 6);
+      ptx::bulk_prefetch_l2(reinterpret_cast<const uint8_t*>(p.rope) + e * p.rope_stride, 128);
+      const uint8_t* scales = reinterpret_cast<const uint8_t*>(p.scales) + e * p.scales_stride;
+      ptx::prefetch_l2(scales);
+      ptx::prefetch_l2(scales + 24);
     }
   } else if ((lane & 1) == 0) {
     ptx::bulk_prefetch_l2(p.kv + int64_t(e) * D, D * 2);
@@ -204,12 +206,16 @@ __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t 
           if (entry[b] < 0) continue;
           if constexpr (kMixed) {
             if (vec < 56) {
-              const uint2 c = __ldg(reinterpret_cast<const uint2*>(p.nope + int64_t(entry[b]) * 448) + vec);
+              const uint2 c = __ldg(reinterpret_cast<const uint2*>(p.nope + entry[b] * p.nope_stride) + vec);
               raw[b][v].x = c.x;
               raw[b][v].y = c.y;
-              scale[b][v] = __ldg(p.scales + int64_t(entry[b]) * 7 + (vec >> 3));
+              scale[b][v] = __ldg(reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(p.scales) +
+                                                                 entry[b] * p.scales_stride) +
+                                  (vec >> 3));
             } else {
-              raw[b][v] = __ldg(reinterpret_cast<const uint4*>(p.rope + int64_t(entry[b]) * 64) + (vec - 56));
+              raw[b][v] = __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(p.rope) +
+                                                               entry[b] * p.rope_stride) +
+                                (vec - 56));
             }
           } else {
             raw[b][v] = __ldg(reinterpret_cast<const uint4*>(p.kv + int64_t(entry[b]) * D) + vec);

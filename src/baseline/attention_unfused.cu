@@ -19,6 +19,7 @@ struct GatherArgs {
   const uint8_t* nope;
   const float* scales;
   const __nv_bfloat16 *rope, *kv;
+  int64_t nope_stride, scales_stride, rope_stride;  // bytes per entry
 };
 
 // One warp per (token, key): the dense bf16 key row (zero for no entry) and its bias (0 / −inf).
@@ -48,10 +49,12 @@ __global__ void gather_keys(GatherArgs a, int64_t tokens, __nv_bfloat16* k, floa
     if (e >= 0) {
       if (a.nope != nullptr) {
         if (d < 448) {
-          const __half_raw h = __nv_cvt_fp8_to_halfraw(a.nope[int64_t(e) * 448 + d], __NV_E4M3);
-          v = __half2float(__half(h)) * a.scales[int64_t(e) * 7 + d / 64];
+          const __half_raw h = __nv_cvt_fp8_to_halfraw(a.nope[e * a.nope_stride + d], __NV_E4M3);
+          const float* scales = reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.scales) + e * a.scales_stride);
+          v = __half2float(__half(h)) * scales[d / 64];
         } else {
-          v = __bfloat162float(a.rope[int64_t(e) * 64 + d - 448]);
+          v = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(a.rope) +
+                                                                      e * a.rope_stride)[d - 448]);
         }
       } else {
         v = __bfloat162float(a.kv[int64_t(e) * a.dim + d]);
@@ -108,7 +111,8 @@ LtStatus UnfusedSparseAttention::run(const SparseAttentionArgs& a, const Attenti
                a.query_positions, a.topk, a.window_indices ? a.window : 0, dim_, keys_,
                a.token_request ? a.num_requests : a.num_tokens, mixed ? kv.mixed.num_entries : kv.num_entries,
                mixed ? kv.mixed.nope : nullptr, kv.mixed.scales,
-               static_cast<const __nv_bfloat16*>(kv.mixed.rope), static_cast<const __nv_bfloat16*>(kv.bf16)};
+               static_cast<const __nv_bfloat16*>(kv.mixed.rope), static_cast<const __nv_bfloat16*>(kv.bf16),
+               kv.mixed.nope_stride, kv.mixed.scales_stride, kv.mixed.rope_stride};
   gather_keys<<<warps_grid(a.num_tokens * keys_), 256, 0, stream>>>(g, a.num_tokens, k_.as<__nv_bfloat16>(),
                                                                      bias_.as<float>());
   MOEKIT_CUDA_CHECK(cudaGetLastError());

@@ -47,6 +47,16 @@ void validate_sparse_attention_shape(const SparseAttentionArgs& a, const char* f
     MOEKIT_REQUIRE(aligned(p, 4), ErrorCode::kMisaligned, fn, ": sink and the index arrays must be 4-byte aligned");
 }
 
+void validate_mixed_kv_strides(const MixedKvCache& c, const char* fn) {
+  MOEKIT_REQUIRE(c.nope_stride >= MixedKvCache::kNope && c.nope_stride % 16 == 0, ErrorCode::kInvalidArgument, fn,
+                 ": the mixed cache's nope_stride = ", c.nope_stride, " must be >= 448 and a multiple of 16");
+  MOEKIT_REQUIRE(c.scales_stride >= 4 * MixedKvCache::kScales && c.scales_stride % 4 == 0,
+                 ErrorCode::kInvalidArgument, fn, ": the mixed cache's scales_stride = ", c.scales_stride,
+                 " must be >= 28 and a multiple of 4");
+  MOEKIT_REQUIRE(c.rope_stride >= 2 * MixedKvCache::kRope && c.rope_stride % 16 == 0, ErrorCode::kInvalidArgument, fn,
+                 ": the mixed cache's rope_stride = ", c.rope_stride, " must be >= 128 and a multiple of 16");
+}
+
 void validate_sparse_attention(const SparseAttentionArgs& a, const AttentionKv& kv, const char* fn) {
   validate_sparse_attention_shape(a, fn);
   if (kv.format == KvFormat::kMixedFp8) {
@@ -54,6 +64,7 @@ void validate_sparse_attention(const SparseAttentionArgs& a, const AttentionKv& 
                    ": the mixed FP8 cache has dim 512, not ", a.dim);
     MOEKIT_REQUIRE(kv.mixed.num_entries >= 0 && kv.mixed.num_entries <= INT32_MAX, ErrorCode::kInvalidArgument, fn,
                    ": the cache's num_entries = ", kv.mixed.num_entries, " must be in [0, 2^31)");
+    validate_mixed_kv_strides(kv.mixed, fn);
     if (a.num_tokens == 0 || kv.mixed.num_entries == 0) return;
     MOEKIT_REQUIRE(kv.mixed.nope && kv.mixed.scales && kv.mixed.rope, ErrorCode::kInvalidArgument, fn,
                    ": the mixed cache's nope, scales and rope are required");

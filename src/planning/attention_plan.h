@@ -37,6 +37,9 @@ struct SparseAttentionPlan {
 /// Checks the shape fields of `args` and `kv` (kInvalidArgument / kMisaligned, the
 /// message naming the field) — pointers, alignment, dims, counts — the device data are not read.
 void validate_sparse_attention(const SparseAttentionArgs& args, const AttentionKv& kv, const char* fn);
+/// The mixed cache's strides: nope and rope multiples of 16 and at least a row (448 / 128 bytes),
+/// scales a multiple of 4 and at least 28 (kInvalidArgument naming the field).
+void validate_mixed_kv_strides(const MixedKvCache& c, const char* fn);
 /// The shape checks alone (no cache), for the workspace query.
 void validate_sparse_attention_shape(const SparseAttentionArgs& args, const char* fn);
 

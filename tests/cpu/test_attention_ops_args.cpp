@@ -42,6 +42,18 @@ TEST(AttentionOpsArgs, CacheWriterRejectsBadArguments) {
               moekit::mixed_kv_cache_write(fake(0x50000), 4, 512, slots, bad, nullptr);
             }),
             ErrorCode::kMisaligned);
+  EXPECT_EQ(code_of([] {
+              MixedKvCache bad = cache;
+              bad.nope_stride = 440;  // shorter than an entry's codes
+              moekit::mixed_kv_cache_write(fake(0x50000), 4, 512, slots, bad, nullptr);
+            }),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([] {
+              MixedKvCache bad = cache;
+              bad.scales_stride = 30;  // not a multiple of 4
+              moekit::mixed_kv_cache_write(fake(0x50000), 4, 512, slots, bad, nullptr);
+            }),
+            ErrorCode::kInvalidArgument);
   EXPECT_NO_THROW(moekit::mixed_kv_cache_write(nullptr, 0, 512, nullptr, cache, nullptr));  // no tokens: nothing
 }
 

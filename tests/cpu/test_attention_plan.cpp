@@ -123,6 +123,22 @@ TEST(AttentionPlan, BadArgumentsAreRejectedByName) {
   EXPECT_EQ(code_of(a, mixed), ErrorCode::kInvalidArgument);  // the mixed cache is dim 512
   a.dim = 512;
   EXPECT_EQ(code_of(a, mixed), ErrorCode::kInvalidArgument);  // its arrays missing
+  // The mixed cache's strides: one 640-byte row per entry is fine; rows shorter than an entry's
+  // part or off the 16-byte (nope, rope) / 4-byte (scales) grid are not.
+  mixed.mixed = moekit::MixedKvCache{static_cast<uint8_t*>(const_cast<void*>(fake(0x60000))),
+                                     static_cast<float*>(const_cast<void*>(fake(0x60000 + 576))),
+                                     const_cast<void*>(fake(0x60000 + 448)), 10, 640, 640, 640};
+  EXPECT_EQ(code_of(a, mixed), ErrorCode::kInternal);  // valid
+  for (auto bad : {&moekit::MixedKvCache::nope_stride, &moekit::MixedKvCache::rope_stride}) {
+    moekit::AttentionKv b = mixed;
+    b.mixed.*bad = 632;  // not a multiple of 16
+    EXPECT_EQ(code_of(a, b), ErrorCode::kInvalidArgument);
+    b.mixed.*bad = 112;  // shorter than a row
+    EXPECT_EQ(code_of(a, b), ErrorCode::kInvalidArgument);
+  }
+  moekit::AttentionKv bad_scales = mixed;
+  bad_scales.mixed.scales_stride = 26;
+  EXPECT_EQ(code_of(a, bad_scales), ErrorCode::kInvalidArgument);
   moekit::AttentionKv unaligned = kv;
   unaligned.bf16 = fake(0x40004);
   EXPECT_EQ(code_of(decode(4, 128, 64, 0), unaligned), ErrorCode::kMisaligned);

@@ -2,8 +2,8 @@
 // (src/attention/attention_reference.h) on random data: normal bf16 queries and keys (the mixed
 // cache quantized from them), −1 and out-of-range indices, ragged top-k and window lengths, the
 // causal window of prefill, sink on and off, every head dim, heads that are not a multiple of 64,
-// split and unsplit key lists; normalized and per-source partial outputs, the merge op, graph
-// replay. Outputs start poisoned (NaN) so an unwritten row fails.
+// split and unsplit key lists, the mixed cache as three arrays or one row per entry (written by
+// mixed_kv_cache_write); normalized and per-source partial outputs, the merge op, graph replay. Outputs start poisoned (NaN) so an unwritten row fails.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,6 +28,7 @@ struct Case {
   int64_t tokens = 1;
   int heads = 128, dim = 512;
   bool mixed = true;
+  bool rows = false;      // the mixed cache as one 640-byte row per entry, written by mixed_kv_cache_write
   int topk = 0, window = 0;
   int64_t requests = 0;   // 0: one per token (decode, no token_request)
   bool causal = false;
@@ -68,11 +69,26 @@ struct Problem {
       std::vector<float> back(kf.size());
       moekit::detail::dequantize_mixed_kv(nope.data(), scales.data(), rope.data(), c.entries, back.data());
       for (size_t i = 0; i < kv.size(); ++i) kv[i] = back[i];
-      dnope = DeviceBuffer::from(nope);
-      dscales = DeviceBuffer::from(scales);
-      drope = DeviceBuffer::from(rope);
       kvd.format = moekit::KvFormat::kMixedFp8;
-      kvd.mixed = moekit::MixedKvCache{dnope.as<uint8_t>(), dscales.as<float>(), drope.get(), c.entries};
+      if (c.rows) {  // [nope 448 B | rope 128 B | scales 28 B | pad] per entry, from the device writer
+        constexpr int64_t kRow = 640;
+        dnope = DeviceBuffer(size_t(c.entries * kRow));
+        uint8_t* base = dnope.as<uint8_t>();
+        kvd.mixed = moekit::MixedKvCache{base, reinterpret_cast<float*>(base + 576), base + 448, c.entries, kRow,
+                                         kRow, kRow};
+        std::vector<uint16_t> kb(kf.size());
+        for (size_t i = 0; i < kf.size(); ++i) kb[i] = moekit::bf16_from_float(kf[i]);
+        std::vector<int32_t> slots(size_t(c.entries));
+        for (int64_t e = 0; e < c.entries; ++e) slots[size_t(e)] = int32_t(e);
+        DeviceBuffer dk = DeviceBuffer::from(kb), ds = DeviceBuffer::from(slots);
+        moekit::mixed_kv_cache_write(dk.get(), c.entries, 512, ds.as<int32_t>(), kvd.mixed, nullptr);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      } else {
+        dnope = DeviceBuffer::from(nope);
+        dscales = DeviceBuffer::from(scales);
+        drope = DeviceBuffer::from(rope);
+        kvd.mixed = moekit::MixedKvCache{dnope.as<uint8_t>(), dscales.as<float>(), drope.get(), c.entries};
+      }
     } else {
       std::vector<uint16_t> b(kf.size());
       for (size_t i = 0; i < kf.size(); ++i) {
@@ -247,6 +263,13 @@ TEST(SparseAttention, DecodeMixedFp8SplitKeysWithSink) {
   c.tokens = 3, c.topk = 700, c.window = 100, c.sink = true;
   Problem pb(c, 11);
   run_normalized(pb, "decode T=3 h=128 mixed topk 700 + win 100, sink");
+}
+
+TEST(SparseAttention, MixedEntriesAsOneRowEach) {
+  Case c;
+  c.tokens = 70, c.rows = true, c.topk = 300, c.window = 40, c.sink = true, c.check_every = 9;
+  Problem pb(c, 16);
+  run_normalized(pb, "decode T=70 h=128 mixed 640-byte rows");
 }
 
 TEST(SparseAttention, DecodeManyTokensUnsplit) {
