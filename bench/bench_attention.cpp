@@ -30,16 +30,6 @@ namespace {
 
 using detail::DeviceBuffer;
 
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> v;
-  for (const char* p = s; *p;) {
-    v.push_back(std::atoi(p));
-    while (*p && *p != ',') ++p;
-    if (*p == ',') ++p;
-  }
-  return v;
-}
-
 // The cache layouts `--kv` picks: mixed (three dense arrays), rows (the mixed entries as one
 // 640-byte row each: nope | rope | scales | pad), bf16.
 enum class Layout { kMixed, kRows, kBf16 };
@@ -101,7 +91,7 @@ double rel_l2_bf16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& 
 
 int bench_attention_main(int argc, char** argv) {
   enum class Out { kText, kCsv, kJson } out = Out::kText;
-  std::vector<int> tokens = {1, 16, 64, 128}, heads = {64, 128}, topks = {512, 2048};
+  std::vector<int64_t> tokens = {1, 16, 64, 128}, heads = {64, 128}, topks = {512, 2048};
   int window = 128, reps = 20;
   int64_t prefill = 4096, entries = 256 * 1024;
   Layout layout = Layout::kMixed;
@@ -111,9 +101,9 @@ int bench_attention_main(int argc, char** argv) {
     const bool has = i + 1 < argc;
     if (a == "--csv") out = Out::kCsv;
     else if (a == "--json") out = Out::kJson;
-    else if (a == "--tokens" && has) tokens = parse_list(argv[++i]);
-    else if (a == "--heads" && has) heads = parse_list(argv[++i]);
-    else if (a == "--topk" && has) topks = parse_list(argv[++i]);
+    else if (a == "--tokens" && has) tokens = int_list(argv[++i]);
+    else if (a == "--heads" && has) heads = int_list(argv[++i]);
+    else if (a == "--topk" && has) topks = int_list(argv[++i]);
     else if (a == "--window" && has) window = std::atoi(argv[++i]);
     else if (a == "--prefill" && has) prefill = std::atoll(argv[++i]);
     else if (a == "--entries" && has) entries = std::atoll(argv[++i]);
@@ -147,10 +137,10 @@ int bench_attention_main(int argc, char** argv) {
   const char* kv_name = layout == Layout::kMixed ? "mixed" : layout == Layout::kRows ? "rows" : "bf16";
 
   std::vector<Case> cases;
-  for (int h : heads)
-    for (int k : topks) {
-      for (int t : tokens) cases.push_back({"decode", t, h, k, window});
-      if (prefill > 0) cases.push_back({"prefill", prefill, h, k, window});
+  for (int64_t h : heads)
+    for (int64_t k : topks) {
+      for (int64_t t : tokens) cases.push_back({"decode", t, int(h), int(k), window});
+      if (prefill > 0) cases.push_back({"prefill", prefill, int(h), int(k), window});
     }
 
   Table table({"phase", "T", "heads", "topk", "window", "kv", "us", "TFLOPS", "KV GB/s", "%copy", "base us",

@@ -33,17 +33,6 @@ namespace {
 
 using detail::DeviceBuffer;
 
-std::vector<int64_t> int_list(const char* s) {
-  std::vector<int64_t> v;
-  for (const char* p = s; *p;) {
-    v.push_back(std::strtoll(p, nullptr, 10));
-    p = std::strchr(p, ',');
-    if (!p) break;
-    ++p;
-  }
-  return v;
-}
-
 // Runs fn(rank) on one thread per rank with its device current; rethrows the first failure.
 template <class F>
 void on_ranks(int g, F&& fn) {

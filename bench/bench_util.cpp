@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -18,6 +19,17 @@
 #include "runtime/device_buffer.h"
 
 namespace moekit::bench {
+
+std::vector<int64_t> int_list(const char* s) {
+  std::vector<int64_t> v;
+  for (const char* p = s; *p;) {
+    v.push_back(std::strtoll(p, nullptr, 10));
+    p = std::strchr(p, ',');
+    if (!p) break;
+    ++p;
+  }
+  return v;
+}
 namespace {
 
 /// Owns a set of CUDA events; destroys them even when the timed function throws.

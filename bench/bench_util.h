@@ -9,6 +9,9 @@
 
 namespace moekit::bench {
 
+/// "1,8,64" → {1, 8, 64} (each item as strtoll reads it).
+std::vector<int64_t> int_list(const char* s);
+
 /// Median of v (0 for an empty v).
 double median_of(std::vector<double> v);
 

@@ -23,19 +23,20 @@ template <int N>
 struct WgmmaE4M3;
 """
 
-def gen(n):
+def gen(n, name="WgmmaE4M3", shape="k32.f32.e4m3.e4m3", imm="1, 1"):
+    """Both operands from shared-memory descriptors; `imm`: the scale (and, bf16, transpose) immediates."""
     acc = n // 2
     regs = ", ".join(f"%{i}" for i in range(acc))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
     return f"""
 template <>
-struct WgmmaE4M3<{n}> {{
+struct {name}<{n}> {{
   static constexpr int kNumAcc = {acc};
   __device__ __forceinline__ static void mma(u64 desc_a, u64 desc_b, float (&d)[{acc}], u32 scale_d) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "
-        "{{{regs}}}, %{acc}, %{acc + 1}, p, 1, 1;\\n}}\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}{shape} "
+        "{{{regs}}}, %{acc}, %{acc + 1}, p, {imm};\\n}}\\n"
         : {outs}
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }}
@@ -60,19 +61,20 @@ template <int N>
 struct WgmmaE4M3Rs;
 """
 
-def gen_rs(n):
+def gen_rs(n, name="WgmmaE4M3Rs", shape="k32.f32.e4m3.e4m3", imm="1, 1", method="mma"):
+    """A from four registers, B from a shared-memory descriptor."""
     acc = n // 2
     regs = ", ".join(f"%{i}" for i in range(acc))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
     return f"""
 template <>
-struct WgmmaE4M3Rs<{n}> {{
+struct {name}<{n}> {{
   static constexpr int kNumAcc = {acc};
-  __device__ __forceinline__ static void mma(const u32 (&a)[4], u64 desc_b, float (&d)[{acc}], u32 scale_d) {{
+  __device__ __forceinline__ static void {method}(const u32 (&a)[4], u64 desc_b, float (&d)[{acc}], u32 scale_d) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "
-        "{{{regs}}}, {{%{acc}, %{acc + 1}, %{acc + 2}, %{acc + 3}}}, %{acc + 4}, p, 1, 1;\\n}}\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}{shape} "
+        "{{{regs}}}, {{%{acc}, %{acc + 1}, %{acc + 2}, %{acc + 3}}}, %{acc + 4}, p, {imm};\\n}}\\n"
         : {outs}
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
   }}
@@ -112,47 +114,9 @@ template <int N>
 struct WgmmaBf16Rs;
 """
 
-def gen_bf16(n):
-    acc = n // 2
-    regs = ", ".join(f"%{i}" for i in range(acc))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
-    return f"""
-template <>
-struct WgmmaBf16<{n}> {{
-  static constexpr int kNumAcc = {acc};
-  __device__ __forceinline__ static void mma(u64 desc_a, u64 desc_b, float (&d)[{acc}], u32 scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
-        "{{{regs}}}, %{acc}, %{acc + 1}, p, 1, 1, 0, 0;\\n}}\\n"
-        : {outs}
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  }}
-}};
-"""
-
-def gen_bf16_rs(n):
-    acc = n // 2
-    regs = ", ".join(f"%{i}" for i in range(acc))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
-    return f"""
-template <>
-struct WgmmaBf16Rs<{n}> {{
-  static constexpr int kNumAcc = {acc};
-  __device__ __forceinline__ static void mma_bt(const u32 (&a)[4], u64 desc_b, float (&d)[{acc}], u32 scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
-        "{{{regs}}}, {{%{acc}, %{acc + 1}, %{acc + 2}, %{acc + 3}}}, %{acc + 4}, p, 1, 1, 1;\\n}}\\n"
-        : {outs}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  }}
-}};
-"""
-
 with open("src/ptx/wgmma_bf16.cuh", "w") as f:
     f.write(BF16_HEADER)
-    f.write(gen_bf16(64))
+    f.write(gen(64, "WgmmaBf16", "k16.f32.bf16.bf16", "1, 1, 0, 0"))
     for n in (32, 64, 128, 256):
-        f.write(gen_bf16_rs(n))
+        f.write(gen_rs(n, "WgmmaBf16Rs", "k16.f32.bf16.bf16", "1, 1, 1", "mma_bt"))
     f.write("\n}  // namespace moekit::ptx\n")
