@@ -37,8 +37,7 @@ class Layer:
         deterministic: bool = False,
         gemm1_promote_k: int = 0,
         gemm1_input: str = "auto",
-        weight_format: str
-    activation: str = "fp8",
+        weight_format: str = "fp8",
         activation: str = "swiglu",
         activation_alpha: float = 1.702,
     ) -> None: ...
@@ -90,6 +89,58 @@ def route(routing: Routing, logits: Tensor, topk_ids: Tensor, topk_weights: Tens
 def prepare_gemm(m: int, n: int, k: int) -> None: ...
 def prepare_grouped_contiguous(rows: int, num_experts: int, n: int, k: int) -> None: ...
 def prepare_grouped_masked(max_m: int, num_experts: int, n: int, k: int) -> None: ...
+
+# DeepSeek-V4 attention (bind_attention.cpp; include/moekit/attention.h). The attention's mode
+# follows from its outputs: o (and lse) normalized, or o_partial and lse_partial per source.
+def mixed_kv_cache_write(
+    k: Tensor, slots: Tensor, nope: Tensor, scales: Tensor, rope: Tensor, stream: int = 0
+) -> None: ...
+def rope_(
+    x: Tensor, positions: Tensor, cos: Tensor, sin: Tensor, inverse: bool = False, stream: int = 0
+) -> None: ...
+def sparse_attention(
+    q: Tensor,
+    kv: Optional[Tensor] = None,
+    nope: Optional[Tensor] = None,
+    scales: Optional[Tensor] = None,
+    rope: Optional[Tensor] = None,
+    topk_indices: Optional[Tensor] = None,
+    topk_lens: Optional[Tensor] = None,
+    window_indices: Optional[Tensor] = None,
+    window_lens: Optional[Tensor] = None,
+    token_request: Optional[Tensor] = None,
+    window_positions: Optional[Tensor] = None,
+    query_positions: Optional[Tensor] = None,
+    sink: Optional[Tensor] = None,
+    softmax_scale: Optional[float] = None,
+    o: Optional[Tensor] = None,
+    lse: Optional[Tensor] = None,
+    o_partial: Optional[Tensor] = None,
+    lse_partial: Optional[Tensor] = None,
+    workspace: Optional[Tensor] = None,
+    stream: int = 0,
+) -> None: ...
+def sparse_attention_workspace_bytes(
+    q: Tensor,
+    kv: Optional[Tensor] = None,
+    nope: Optional[Tensor] = None,
+    scales: Optional[Tensor] = None,
+    rope: Optional[Tensor] = None,
+    topk_indices: Optional[Tensor] = None,
+    topk_lens: Optional[Tensor] = None,
+    window_indices: Optional[Tensor] = None,
+    window_lens: Optional[Tensor] = None,
+    token_request: Optional[Tensor] = None,
+    window_positions: Optional[Tensor] = None,
+    query_positions: Optional[Tensor] = None,
+    sink: Optional[Tensor] = None,
+    softmax_scale: Optional[float] = None,
+    partial: bool = False,
+) -> int: ...
+def attention_merge(
+    o_partials: Tensor, lse_partials: Tensor, weight_logits: Optional[Tensor], sink: Optional[Tensor], o: Tensor,
+    lse: Optional[Tensor] = None, stream: int = 0,
+) -> None: ...
 
 # The benches' deterministic data generators (src/runtime/random.h; bench/python_overhead.py).
 def bench_fill_uniform(t: Tensor, lo: float, hi: float, seed: int, stream: int = 0) -> None: ...

@@ -30,6 +30,12 @@ _TORCH_API = (
     "prepare_fp8_gemm_nt",
     "prepare_m_grouped_contiguous",
     "prepare_m_grouped_masked",
+    "MixedKvCache",
+    "mixed_kv_cache",
+    "mixed_kv_cache_write",
+    "rope_",
+    "sparse_attention",
+    "attention_merge",
 )
 
 try:
@@ -39,6 +45,14 @@ except ImportError:  # torch is optional: only moekit._C (DLPack) is available t
 else:
     _torch_import_error = None
     from . import _torch  # noqa: F401  (registers torch.ops.moekit.*)
+    from ._attention import (
+        MixedKvCache,
+        attention_merge,
+        mixed_kv_cache,
+        mixed_kv_cache_write,
+        rope_,
+        sparse_attention,
+    )
     from ._ep_layer import MoeEpLayer
     from ._layer import MoeLayer
     from ._ops import (

@@ -1,4 +1,4 @@
-from typing import Any, Mapping, Optional, Tuple, Union
+from typing import Any, Mapping, NamedTuple, Optional, Tuple, Union
 
 import torch
 
@@ -124,3 +124,42 @@ def sfa_to_physical(sfa: torch.Tensor, rows: int, k: int, name: str = "sfa") -> 
 def prepare_fp8_gemm_nt(m: int, n: int, k: int) -> None: ...
 def prepare_m_grouped_contiguous(m_sum: int, num_groups: int, n: int, k: int) -> None: ...
 def prepare_m_grouped_masked(max_m: int, num_groups: int, n: int, k: int) -> None: ...
+
+# DeepSeek-V4 attention (_attention.py)
+class MixedKvCache(NamedTuple):
+    nope: torch.Tensor
+    scales: torch.Tensor
+    rope: torch.Tensor
+    @property
+    def num_entries(self) -> int: ...
+    def dequantize(self, dtype: torch.dtype = ...) -> torch.Tensor: ...
+
+_MixedLike = Union[MixedKvCache, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+def mixed_kv_cache(num_entries: int, device: Union[torch.device, str, None] = None) -> MixedKvCache: ...
+def mixed_kv_cache_write(k: torch.Tensor, slots: torch.Tensor, cache: _MixedLike) -> None: ...
+def rope_(
+    x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inverse: bool = False
+) -> torch.Tensor: ...
+def sparse_attention(
+    q: torch.Tensor,
+    kv: Union[torch.Tensor, _MixedLike],
+    *,
+    topk_indices: Optional[torch.Tensor] = None,
+    topk_lens: Optional[torch.Tensor] = None,
+    window_indices: Optional[torch.Tensor] = None,
+    window_lens: Optional[torch.Tensor] = None,
+    token_request: Optional[torch.Tensor] = None,
+    window_positions: Optional[torch.Tensor] = None,
+    query_positions: Optional[torch.Tensor] = None,
+    sink: Optional[torch.Tensor] = None,
+    softmax_scale: Optional[float] = None,
+    return_partials: bool = False,
+    out: Optional[Tuple[torch.Tensor, Optional[torch.Tensor]]] = None,
+) -> Tuple[torch.Tensor, Optional[torch.Tensor]]: ...
+def attention_merge(
+    o_partials: torch.Tensor,
+    lse_partials: torch.Tensor,
+    weight_logits: Optional[torch.Tensor] = None,
+    sink: Optional[torch.Tensor] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]: ...

@@ -12,6 +12,7 @@ namespace moekit::py {
 void bind_layer(nb::module_& m);  // bind_layer.cpp: Routing, Layer
 void bind_ops(nb::module_& m);    // bind_ops.cpp: GEMMs, quantizers, route, prepare_*
 void bind_bench_data(nb::module_& m);  // bind_bench_data.cpp: the benches' data generators
+void bind_attention(nb::module_& m);   // bind_attention.cpp: DeepSeek-V4 sparse attention, its cache, RoPE
 
 /// bind_layer.cpp: the RoutingConfig of a Python Routing for E experts and k slots (TypeError if
 /// `routing` is not one; ValueError if its bias has ≠ E entries or sits on another device).

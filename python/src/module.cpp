@@ -1,6 +1,6 @@
 // moekit._C — the nanobind extension: module-level functions and exception translation.
-// The layer is bound in bind_layer.cpp, the low-level ops in bind_ops.cpp, the tensor checks
-// they share live in tensor.cpp.
+// The layer is bound in bind_layer.cpp, the low-level ops in bind_ops.cpp, DeepSeek-V4's attention
+// in bind_attention.cpp; the tensor checks they share live in tensor.cpp.
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -63,4 +63,5 @@ NB_MODULE(_C, m) {
   moekit::py::bind_layer(m);
   moekit::py::bind_ops(m);
   moekit::py::bind_bench_data(m);
+  moekit::py::bind_attention(m);
 }
