@@ -23,6 +23,7 @@ struct MixedKvCache {
   float* scales = nullptr;   ///< [num_entries, 7] powers of two (FP32)
   void* rope = nullptr;      ///< [num_entries, 64] bf16, 16-byte aligned
   int64_t num_entries = 0;
+  // The strides are not checked for overlap: entries whose arrays overlap corrupt each other.
   int64_t nope_stride = kNope;            ///< bytes from one entry's codes to the next's (multiple of 16, ≥ 448)
   int64_t scales_stride = kScales * 4;    ///< bytes between entries' scales (multiple of 4, ≥ 28)
   int64_t rope_stride = kRope * 2;        ///< bytes between entries' rope dims (multiple of 16, ≥ 128)
@@ -54,6 +55,7 @@ enum class KvFormat {
   kBf16,      ///< bf16 rows [num_entries, dim] (any supported dim)
   kMixedFp8,  ///< DeepSeek-V4's MixedKvCache (dim 512)
 };
+/// (sparse_attention reads the mixed cache's nope and rope 16-byte aligned, scales 4-byte.)
 struct AttentionKv {
   KvFormat format = KvFormat::kBf16;
   const void* bf16 = nullptr;  ///< kBf16: [num_entries, dim] row-major, 16-byte aligned
@@ -77,14 +79,14 @@ struct SparseAttentionArgs {
   int64_t num_tokens = 0;
   int heads = 0;
   int dim = 0;
-  float softmax_scale = 0.0f;       ///< finite and > 0 (DeepSeek-V4: 1 / sqrt(dim))
+  float softmax_scale = 0.0f;       ///< in (0, 1e6] (DeepSeek-V4: 1 / sqrt(dim))
   const float* sink = nullptr;      ///< [heads] or null (no sink)
   const int32_t* topk_indices = nullptr;  ///< [num_tokens, topk]
-  int topk = 0;
-  const int32_t* topk_lens = nullptr;     ///< [num_tokens] or null
+  int topk = 0;                           ///< topk + window < 2^28
+  const int32_t* topk_lens = nullptr;     ///< [num_tokens] or null; clamped to [0, topk]
   const int32_t* window_indices = nullptr;  ///< [num_requests, window]
   int window = 0;                           ///< 0 .. 128
-  const int32_t* window_lens = nullptr;     ///< [num_requests] or null
+  const int32_t* window_lens = nullptr;     ///< [num_requests] or null; clamped to [0, window]
   const int32_t* token_request = nullptr;   ///< [num_tokens] or null (then num_requests = num_tokens)
   int64_t num_requests = 0;
   const int32_t* window_positions = nullptr;  ///< [num_requests, window] or null (no causal mask)

@@ -87,8 +87,10 @@ def _check_mixed(cache, name: str, alternative: str = "") -> Tuple[torch.Tensor,
 # The custom ops (they take moekit._C's arguments; the public functions below check them first)
 # ---------------------------------------------------------------------------------------------
 # sparse_attention_workspace_bytes costs a DLPack export per tensor; its answer depends on the
-# shapes, the mode and the device only, so it is asked once per such key.
+# shapes, the mode and the device only, so it is asked once per such key. A server sees many token
+# counts: the table is emptied when it grows past _WORKSPACE_KEYS (an answer is cheap to ask again).
 _workspace_sizes: Dict[tuple, int] = {}
+_WORKSPACE_KEYS = 256
 
 
 @torch.library.custom_op("moekit::sparse_attention", mutates_args=("o", "lse", "o_partial", "lse_partial"))
@@ -122,6 +124,8 @@ def _sparse_attention_op(
         n = _workspace_sizes.get(key)
         if n is None:
             n = int(_C.sparse_attention_workspace_bytes(*inputs, partial=partial))
+            if len(_workspace_sizes) >= _WORKSPACE_KEYS:
+                _workspace_sizes.clear()
             _workspace_sizes[key] = n
         # The caching allocator: stream-ordered, and the graph's private pool during a capture.
         ws = torch.empty(n, dtype=torch.uint8, device=q.device) if n > 0 else None
@@ -225,7 +229,7 @@ def sparse_attention(
         query_positions[t]`` (query_positions int32 [T], required then).
     An index < 0 or >= N is no entry (skipped, never read), as is the window of a request outside
     [0, R). An entry listed twice counts twice.
-    Scores ``s_j = softmax_scale * q·k_j`` (softmax_scale: None = 1/sqrt(D); finite and > 0).
+    Scores ``s_j = softmax_scale * q·k_j`` (softmax_scale: None = 1/sqrt(D); in (0, 1e6]).
     sink: float32 [H] or None, a natural-log logit per head that joins the softmax's denominator
         and attends nothing: ``o = Σ_j e^{s_j} v_j / (Σ_j e^{s_j} + e^{sink})``.
     Returns (normalized, the default) ``(o bfloat16 [T, H, D], lse float32 [T, H])`` with
@@ -279,8 +283,8 @@ def sparse_attention(
     if sink is not None:
         check_tensor(sink, "sink", F32, shape=(h,), desc=f"[H] = [{h}]", contiguous=True)
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    if not (math.isfinite(scale) and scale > 0.0):
-        raise ValueError(f"moekit: softmax_scale = {softmax_scale} must be finite and > 0")
+    if not (math.isfinite(scale) and 0.0 < scale <= 1e6):
+        raise ValueError(f"moekit: softmax_scale = {softmax_scale} must be in (0, 1e6]")
 
     o = lse = o_part = lse_part = None
     if out is not None:

@@ -23,10 +23,13 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int h = int(row % heads);
+  // A source with lse = −inf attended nothing: skipped everywhere (its weight, even +inf, unread).
   float mx = -INFINITY;
   for (int i = 0; i < num_sources; ++i) {
+    const float l = lse_parts[i * source_stride + row];
+    if (l == -INFINITY) continue;
     const float w = weight_logits != nullptr ? weight_logits[int64_t(i) * heads + h] : 0.0f;
-    mx = fmaxf(mx, lse_parts[i * source_stride + row] + w);
+    mx = fmaxf(mx, l + w);
   }
   const int vecs = dim / 4;
   if (mx == -INFINITY) {  // nothing attended in any source
@@ -39,8 +42,10 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
   float sum = 0.0f;
   for (int i = 0; i < num_sources; ++i) {
+    const float l = lse_parts[i * source_stride + row];
+    if (l == -INFINITY) continue;
     const float w = weight_logits != nullptr ? weight_logits[int64_t(i) * heads + h] : 0.0f;
-    sum += expf(lse_parts[i * source_stride + row] + w - mx);
+    sum += expf(l + w - mx);
   }
   const float denom = sum + (sink != nullptr ? expf(sink[h] - mx) : 0.0f);
   for (int v = lane; v < vecs; v += 32) {
@@ -97,7 +102,7 @@ void attention_merge(const float* o_partials, const float* lse_partials, int num
                  heads, " >= 1");
   MOEKIT_REQUIRE(dim >= 4 && dim % 4 == 0, ErrorCode::kInvalidArgument, fn, ": dim = ", dim,
                  " must be a positive multiple of 4");
-  MOEKIT_REQUIRE(num_tokens <= (int64_t(1) << 34) / heads, ErrorCode::kInvalidArgument, fn,
+  MOEKIT_REQUIRE(num_tokens < (int64_t(1) << 34) / heads, ErrorCode::kInvalidArgument, fn,
                  ": num_tokens * heads is too large");
   if (num_tokens == 0) return;
   MOEKIT_REQUIRE(o_partials && lse_partials && o, ErrorCode::kInvalidArgument, fn,

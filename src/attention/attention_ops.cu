@@ -18,7 +18,7 @@ constexpr int kWarpsPerBlock = 8;
 // The smallest 2^k ≥ amax / 448 (detail::mixed_kv_group_scale, the same float steps).
 __device__ __forceinline__ float group_scale(float amax) {
   if (isnan(amax)) return __int_as_float(0x7FC00000);
-  if (!(amax > 0.0f)) return 1.0f;
+  if (!(amax > 0.0f) || isinf(amax)) return 1.0f;  // frexpf(inf)'s exponent is unspecified
   int e = 0;
   const float m = frexpf(amax / 448.0f, &e);
   return m == 0.5f ? ldexpf(1.0f, e - 1) : ldexpf(1.0f, e);

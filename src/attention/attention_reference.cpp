@@ -11,7 +11,7 @@ namespace moekit::detail {
 
 float mixed_kv_group_scale(float amax) {
   if (std::isnan(amax)) return std::numeric_limits<float>::quiet_NaN();
-  if (!(amax > 0.0f)) return 1.0f;
+  if (!(amax > 0.0f) || std::isinf(amax)) return 1.0f;  // frexp(inf)'s exponent is unspecified
   int e = 0;
   const float m = std::frexp(amax / 448.0f, &e);  // amax / 448 = m · 2^e, m in [0.5, 1)
   // The smallest 2^k >= amax / 448: 2^e, or 2^(e−1) when amax / 448 is that power itself.
@@ -127,7 +127,8 @@ AttentionRefOut merge_partials_reference(const std::vector<AttentionRefOut>& par
     std::vector<double> l(partials.size());
     for (size_t i = 0; i < partials.size(); ++i) {
       const double w = weight_logits.empty() || weight_logits[i] == nullptr ? 0.0 : weight_logits[i][h];
-      l[i] = partials[i].lse[size_t(h)] + w;
+      const double lse = partials[i].lse[size_t(h)];
+      l[i] = std::isinf(lse) && lse < 0 ? lse : lse + w;  // an empty source stays empty, whatever its weight
       m = std::max(m, l[i]);
     }
     if (m == -std::numeric_limits<double>::infinity()) continue;

@@ -15,8 +15,18 @@ namespace {
 template <int D, bool kMixed>
 void launch(const attn::SparseMqaParams& p, int64_t ctas, cudaStream_t stream) {
   constexpr int kSmem = attn::SparseMqaTraits<D>::kSmemBytes;
+  using Tr = attn::SparseMqaTraits<D>;
   auto* kernel = &attn::sparse_mqa_kernel<D, kMixed>;
   MOEKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  if constexpr (Tr::kConsumers == 2) {
+    // setmaxnreg.inc waits for registers the CTA's other warps released: with fewer registers at
+    // launch than the split assumes, the consumers would wait forever. Fail loudly instead.
+    cudaFuncAttributes attr{};
+    MOEKIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    MOEKIT_REQUIRE(attr.numRegs * Tr::kThreads >= 128 * Tr::kProducerRegs + 256 * Tr::kConsumerRegs,
+                   ErrorCode::kInternal, "moekit::sparse_attention: the kernel was built with ", attr.numRegs,
+                   " registers per thread, fewer than its setmaxnreg split needs");
+  }
   kernel<<<static_cast<unsigned>(ctas), attn::SparseMqaTraits<D>::kThreads, kSmem, stream>>>(p);
   MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
@@ -38,8 +48,9 @@ bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p)
 size_t sparse_attention_workspace_bytes(const SparseAttentionArgs& args, AttentionOutput mode) {
   detail::validate_sparse_attention_shape(args, "moekit::sparse_attention_workspace_bytes");
   if (args.num_tokens == 0) return 0;
-  const detail::DeviceInfo& dev = detail::require_sm90("moekit::sparse_attention_workspace_bytes");
-  return detail::plan_sparse_attention(args, mode, dev.num_sms).workspace_bytes;
+  const char* fn = "moekit::sparse_attention_workspace_bytes";
+  const detail::DeviceInfo& dev = detail::require_sm90(fn);
+  return detail::checked_plan(args, mode, dev.num_sms, fn).workspace_bytes;
 }
 
 void sparse_attention(const SparseAttentionArgs& a, const AttentionKv& kv, AttentionOutput mode,
@@ -47,7 +58,7 @@ void sparse_attention(const SparseAttentionArgs& a, const AttentionKv& kv, Atten
   const char* fn = "moekit::sparse_attention";
   detail::validate_sparse_attention(a, kv, fn);
   MOEKIT_REQUIRE(mode == AttentionOutput::kNormalized || mode == AttentionOutput::kPerSourcePartials,
-                 ErrorCode::kInvalidArgument, fn, ": unknown AttentionOutput");
+                 ErrorCode::kInvalidArgument, fn, ": unknown AttentionOutput");  // before out.* is read
   if (a.num_tokens == 0) return;
   const bool normalized = mode == AttentionOutput::kNormalized;
   if (normalized) {
@@ -61,10 +72,8 @@ void sparse_attention(const SparseAttentionArgs& a, const AttentionKv& kv, Atten
                    ": out.o_partial must be 16-byte aligned, out.lse_partial 4-byte");
   }
   const detail::DeviceInfo& dev = detail::require_sm90(fn);
-  const detail::SparseAttentionPlan plan = detail::plan_sparse_attention(a, mode, dev.num_sms);
+  const detail::SparseAttentionPlan plan = detail::checked_plan(a, mode, dev.num_sms, fn);
   const int64_t ctas = a.num_tokens * plan.splits * plan.head_blocks;
-  MOEKIT_REQUIRE(ctas < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn, ": ", a.num_tokens, " tokens x ",
-                 plan.splits, " splits x ", plan.head_blocks, " head blocks exceed the grid");
   MOEKIT_REQUIRE(plan.direct || (workspace != nullptr && workspace_bytes >= plan.workspace_bytes &&
                                  aligned(workspace, 16)),
                  ErrorCode::kInvalidArgument, fn, ": needs a 16-byte aligned workspace of ", plan.workspace_bytes,

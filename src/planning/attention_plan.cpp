@@ -18,13 +18,15 @@ void validate_sparse_attention_shape(const SparseAttentionArgs& a, const char* f
                  " must be >= 0 and heads = ", a.heads, " >= 1");
   MOEKIT_REQUIRE(a.dim == 64 || a.dim == 128 || a.dim == 256 || a.dim == 512, ErrorCode::kInvalidArgument, fn,
                  ": dim = ", a.dim, " (supported: 64, 128, 256, 512)");
-  MOEKIT_REQUIRE(std::isfinite(a.softmax_scale) && a.softmax_scale > 0.0f, ErrorCode::kInvalidArgument, fn,
-                 ": softmax_scale = ", a.softmax_scale, " must be finite and > 0");
+  // Above ~1e6 the base-2 scores of ordinary data overflow to inf (and a zero row to NaN).
+  MOEKIT_REQUIRE(std::isfinite(a.softmax_scale) && a.softmax_scale > 0.0f && a.softmax_scale <= 1e6f,
+                 ErrorCode::kInvalidArgument, fn, ": softmax_scale = ", a.softmax_scale, " must be in (0, 1e6]");
   MOEKIT_REQUIRE(a.topk >= 0 && a.window >= 0 && a.window <= kAttnMaxWindow, ErrorCode::kInvalidArgument, fn,
                  ": topk = ", a.topk, " must be >= 0 and window = ", a.window, " in [0, ", kAttnMaxWindow, "]");
-  MOEKIT_REQUIRE(int64_t(a.topk) + a.window <= (int64_t(1) << 30), ErrorCode::kInvalidArgument, fn,
-                 ": topk + window = ", int64_t(a.topk) + a.window, " must be < 2^30");
-  MOEKIT_REQUIRE(a.num_tokens * a.heads <= (int64_t(1) << 40), ErrorCode::kInvalidArgument, fn,
+  // The kernel indexes a token's keys with int: splits and the window's offset stay below 2^31.
+  MOEKIT_REQUIRE(int64_t(a.topk) + a.window < (int64_t(1) << 28), ErrorCode::kInvalidArgument, fn,
+                 ": topk + window = ", int64_t(a.topk) + a.window, " must be < 2^28");
+  MOEKIT_REQUIRE(a.num_tokens <= (int64_t(1) << 40) / a.heads, ErrorCode::kInvalidArgument, fn,
                  ": num_tokens * heads is too large");
   if (a.num_tokens == 0) return;
   MOEKIT_REQUIRE(a.q != nullptr, ErrorCode::kInvalidArgument, fn, ": q is required");
@@ -33,9 +35,9 @@ void validate_sparse_attention_shape(const SparseAttentionArgs& a, const char* f
   if (a.window > 0) {
     MOEKIT_REQUIRE(a.window_indices != nullptr, ErrorCode::kInvalidArgument, fn, ": window = ", a.window,
                    " needs window_indices");
-    MOEKIT_REQUIRE(a.token_request != nullptr ? a.num_requests >= 1 : a.num_requests == a.num_tokens,
+    MOEKIT_REQUIRE(a.token_request != nullptr ? a.num_requests >= 0 : a.num_requests == a.num_tokens,
                    ErrorCode::kInvalidArgument, fn, ": num_requests = ", a.num_requests,
-                   a.token_request != nullptr ? " must be >= 1" : " must equal num_tokens without token_request");
+                   a.token_request != nullptr ? " must be >= 0" : " must equal num_tokens without token_request");
     MOEKIT_REQUIRE(a.window_positions == nullptr || a.query_positions != nullptr, ErrorCode::kInvalidArgument, fn,
                    ": window_positions (the causal mask) needs query_positions");
   }
@@ -78,6 +80,15 @@ void validate_sparse_attention(const SparseAttentionArgs& a, const AttentionKv& 
     MOEKIT_REQUIRE(kv.bf16 != nullptr, ErrorCode::kInvalidArgument, fn, ": the bf16 cache pointer is required");
     MOEKIT_REQUIRE(aligned(kv.bf16, 16), ErrorCode::kMisaligned, fn, ": the bf16 cache must be 16-byte aligned");
   }
+}
+
+SparseAttentionPlan checked_plan(const SparseAttentionArgs& a, AttentionOutput mode, int num_sms, const char* fn) {
+  MOEKIT_REQUIRE(mode == AttentionOutput::kNormalized || mode == AttentionOutput::kPerSourcePartials,
+                 ErrorCode::kInvalidArgument, fn, ": unknown AttentionOutput");
+  const SparseAttentionPlan p = plan_sparse_attention(a, mode, num_sms);
+  MOEKIT_REQUIRE(a.num_tokens * p.splits * p.head_blocks < (int64_t(1) << 31), ErrorCode::kInvalidArgument, fn, ": ",
+                 a.num_tokens, " tokens x ", p.splits, " splits x ", p.head_blocks, " head blocks exceed the grid");
+  return p;
 }
 
 SparseAttentionPlan plan_sparse_attention(const SparseAttentionArgs& a, AttentionOutput mode, int num_sms) {

@@ -47,4 +47,8 @@ void validate_sparse_attention_shape(const SparseAttentionArgs& args, const char
 /// CTAs fill the SMs, else as many as fill them, each ≥ kAttnMinSplitKeys keys.
 SparseAttentionPlan plan_sparse_attention(const SparseAttentionArgs& args, AttentionOutput mode, int num_sms);
 
+/// plan_sparse_attention after the checks that need the plan: a known `mode`, and T · splits ·
+/// head_blocks CTAs within one grid (kInvalidArgument). What the workspace query and the call share.
+SparseAttentionPlan checked_plan(const SparseAttentionArgs& args, AttentionOutput mode, int num_sms, const char* fn);
+
 }  // namespace moekit::detail

@@ -80,6 +80,20 @@ TEST(AttentionPlan, PartialsGiveEachSourceItsOwnSplits) {
   EXPECT_EQ(p.splits, 2);
 }
 
+TEST(AttentionPlan, CheckedPlanRejectsUnknownModesAndHugeGrids) {
+  const auto code = [](const SparseAttentionArgs& a, AttentionOutput mode) {
+    try {
+      moekit::detail::checked_plan(a, mode, 132, "test");
+    } catch (const moekit::Error& e) {
+      return e.code();
+    }
+    return ErrorCode::kInternal;
+  };
+  EXPECT_EQ(code(decode(64, 128, 2048, 128), AttentionOutput::kNormalized), ErrorCode::kInternal);
+  EXPECT_EQ(code(decode(64, 128, 2048, 128), static_cast<AttentionOutput>(7)), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code(decode(int64_t(1) << 31, 128, 64, 0), AttentionOutput::kNormalized), ErrorCode::kInvalidArgument);
+}
+
 ErrorCode code_of(const SparseAttentionArgs& a, const moekit::AttentionKv& kv) {
   try {
     moekit::detail::validate_sparse_attention(a, kv, "test");
@@ -103,6 +117,17 @@ TEST(AttentionPlan, BadArgumentsAreRejectedByName) {
   EXPECT_EQ(code_of(a, kv), ErrorCode::kInvalidArgument);
   a = decode(4, 128, 64, 129);
   EXPECT_EQ(code_of(a, kv), ErrorCode::kInvalidArgument);  // window > 128
+  a = decode(4, 128, 64, 0);
+  a.softmax_scale = 2e6f;  // base-2 scores would overflow
+  EXPECT_EQ(code_of(a, kv), ErrorCode::kInvalidArgument);
+  a = decode(4, 128, (1 << 28) - 64, 64);  // a token's keys must stay well inside int
+  EXPECT_EQ(code_of(a, kv), ErrorCode::kInvalidArgument);
+  a = decode(int64_t(1) << 57, 128, 64, 0);  // T · heads would overflow int64
+  EXPECT_EQ(code_of(a, kv), ErrorCode::kInvalidArgument);
+  a = decode(4, 128, 64, 16);
+  a.token_request = static_cast<const int32_t*>(fake(0x70000));
+  a.num_requests = 0;  // every token's request is out of range: no window, not an error
+  EXPECT_EQ(code_of(a, kv), ErrorCode::kInternal);
   a = decode(4, 128, 64, 0);
   a.topk_indices = nullptr;
   EXPECT_EQ(code_of(a, kv), ErrorCode::kInvalidArgument);

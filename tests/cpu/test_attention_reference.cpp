@@ -55,6 +55,7 @@ TEST(MixedKv, GroupScalesAreTheSmallestPowersOfTwoThatFit) {
   EXPECT_EQ(moekit::detail::mixed_kv_group_scale(449.0f), 2.0f);
   EXPECT_EQ(moekit::detail::mixed_kv_group_scale(224.0f), 0.5f);
   EXPECT_TRUE(std::isnan(moekit::detail::mixed_kv_group_scale(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(moekit::detail::mixed_kv_group_scale(std::numeric_limits<float>::infinity()), 1.0f);
   std::mt19937 rng(3);
   for (int i = 0; i < 1000; ++i) {
     const float amax = std::ldexp(1.0f + float(rng() % 1000) / 1000.0f, int(rng() % 60) - 30);
@@ -188,6 +189,11 @@ TEST(AttentionReference, MergedPartialsEqualOneSoftmaxOverAllSources) {
               c.run({topk, twice}), 1e-12);
   const AttentionRefOut none = partial({{-1}, {}});
   expect_same(moekit::detail::merge_partials_reference({parts[0], none}, {}, Case::kHeads, Case::kDim, nullptr),
+              parts[0], 1e-12);
+  // An empty source stays out whatever its weight (+inf included).
+  const std::vector<double> inf_weight(Case::kHeads, kInf);
+  expect_same(moekit::detail::merge_partials_reference({parts[0], none}, {nullptr, inf_weight.data()}, Case::kHeads,
+                                                       Case::kDim, nullptr),
               parts[0], 1e-12);
   const AttentionRefOut all_empty =
       moekit::detail::merge_partials_reference({none, none}, {}, Case::kHeads, Case::kDim, sink.data());

@@ -168,9 +168,13 @@ struct Problem {
   std::vector<moekit::detail::AttentionSource> sources(int64_t t) const {
     std::vector<moekit::detail::AttentionSource> s(2);
     const auto entry = [&](int32_t e) { return e >= 0 && e < c.entries ? e : int32_t(-1); };
-    for (int j = 0; j < topk_lens[size_t(t)]; ++j) s[0].entries.push_back(entry(topk_idx[size_t(t * c.topk + j)]));
+    // Lengths outside [0, capacity] are clamped, a request outside [0, R) has no window.
+    const int topk_len = std::clamp(topk_lens[size_t(t)], 0, c.topk);
+    for (int j = 0; j < topk_len; ++j) s[0].entries.push_back(entry(topk_idx[size_t(t * c.topk + j)]));
     const int64_t r = token_req[size_t(t)];
-    for (int j = 0; j < (c.window > 0 ? win_lens[size_t(r)] : 0); ++j) {
+    const int64_t R = int64_t(win_lens.size());
+    const int win_len = c.window > 0 && r >= 0 && r < R ? std::clamp(win_lens[size_t(r)], 0, c.window) : 0;
+    for (int j = 0; j < win_len; ++j) {
       s[1].entries.push_back(entry(win_idx[size_t(r * c.window + j)]));
       if (c.causal) s[1].positions.push_back(win_pos[size_t(r * c.window + j)]);
     }
@@ -296,7 +300,30 @@ TEST(SparseAttention, EveryHeadDimAndOddHeads) {
       const std::string what = "bf16 dim " + std::to_string(dim) + " heads " + std::to_string(heads);
       run_normalized(pb, what.c_str());
     }
+    // Enough tokens to fill the GPU: one split, the kernel writes the final o and lse itself.
+    Case c;
+    c.tokens = 140, c.heads = 64, c.dim = dim, c.mixed = false, c.topk = 150, c.window = 40, c.sink = true;
+    c.entries = 700, c.check_every = 23;
+    Problem pb(c, uint32_t(200 + dim));
+    const std::string what = "bf16 dim " + std::to_string(dim) + " T=140 (unsplit)";
+    run_normalized(pb, what.c_str());
   }
+}
+
+TEST(SparseAttention, OutOfRangeLengthsAndRequests) {
+  Case c;
+  c.tokens = 6, c.heads = 64, c.topk = 200, c.window = 60, c.requests = 3, c.sink = true;
+  Problem pb(c, 17);
+  pb.topk_lens = {-5, 300, 200, 17, 0, 1 << 30};
+  pb.win_lens = {-1, 61, 1000};
+  pb.token_req = {0, 1, 2, -1, 3, 1 << 30};  // the last three: no window
+  pb.dtopk_lens = DeviceBuffer::from(pb.topk_lens);
+  pb.dwin_lens = DeviceBuffer::from(pb.win_lens);
+  pb.dreq = DeviceBuffer::from(pb.token_req);
+  pb.args.topk_lens = pb.dtopk_lens.as<int32_t>();
+  pb.args.window_lens = pb.dwin_lens.as<int32_t>();
+  pb.args.token_request = pb.dreq.as<int32_t>();
+  run_normalized(pb, "lengths and requests out of range");
 }
 
 TEST(SparseAttention, NothingToAttendGivesZeroAndMinusInfinity) {
