@@ -49,12 +49,12 @@ void dequantize_mixed_kv(const uint8_t* nope, const float* scales, const uint16_
 }
 
 void rope_reference(double* x, int64_t rows, int64_t dim, int64_t rope_dims, const int32_t* pos, const float* cos,
-                    const float* sin, bool inverse) {
+                    const float* sin, int64_t max_positions, bool inverse) {
   MOEKIT_REQUIRE(rope_dims > 0 && rope_dims % 2 == 0 && rope_dims <= dim, ErrorCode::kInvalidArgument,
                  "rope_reference: rope_dims = ", rope_dims, " must be even, positive and at most dim = ", dim);
   const int64_t half = rope_dims / 2, first = dim - rope_dims;
   for (int64_t r = 0; r < rows; ++r) {
-    if (pos[r] < 0) continue;
+    if (pos[r] < 0 || pos[r] >= max_positions) continue;
     double* v = x + r * dim + first;
     for (int64_t i = 0; i < half; ++i) {
       const double c = cos[int64_t(pos[r]) * half + i];

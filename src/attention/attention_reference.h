@@ -32,11 +32,11 @@ void quantize_mixed_kv(const float* k, int64_t n, uint8_t* nope, float* scales, 
 void dequantize_mixed_kv(const uint8_t* nope, const float* scales, const uint16_t* rope, int64_t n, float* k);
 
 /// RoPE on the last `rope_dims` of each row x [rows, dim] (pairs (2i, 2i + 1) of those dims, the
-/// interleaved form): (a, b) → (a cos − b sin, a sin + b cos) with cos / sin [positions][rope_dims
-/// / 2] at the row's position; `inverse` rotates by −θ. Rows with a negative position are left
-/// as they are.
+/// interleaved form): (a, b) → (a cos − b sin, a sin + b cos) with cos / sin [max_positions]
+/// [rope_dims / 2] at the row's position; `inverse` rotates by −θ. Rows whose position is < 0 or
+/// ≥ max_positions are left as they are (as rope_inplace does).
 void rope_reference(double* x, int64_t rows, int64_t dim, int64_t rope_dims, const int32_t* pos, const float* cos,
-                    const float* sin, bool inverse);
+                    const float* sin, int64_t max_positions, bool inverse);
 
 /// One source of one query: cache entry indices (< 0: none), and, for causal sources, each entry's
 /// token position (entries after the query's position are masked).

@@ -97,7 +97,7 @@ TEST(MixedKv, EntriesRoundTripWithinE4m3AndBf16Rounding) {
 }
 
 TEST(Rope, InverseUndoesForwardAndOnlyTheLast64DimsTurn) {
-  const int64_t rows = 6, dim = 512, rope = 64;
+  const int64_t rows = 7, dim = 512, rope = 64;
   std::vector<float> cos(size_t(4096 * rope / 2)), sin(cos.size());
   for (int p = 0; p < 4096; ++p)
     for (int i = 0; i < rope / 2; ++i) {
@@ -105,10 +105,10 @@ TEST(Rope, InverseUndoesForwardAndOnlyTheLast64DimsTurn) {
       cos[size_t(p * rope / 2 + i)] = float(std::cos(theta));
       sin[size_t(p * rope / 2 + i)] = float(std::sin(theta));
     }
-  const std::vector<int32_t> pos = {0, 1, 7, 300, 4095, -1};
+  const std::vector<int32_t> pos = {0, 1, 7, 300, 4095, -1, 4096};  // the last two: no position in the table
   const std::vector<double> x = normal(size_t(rows * dim), 9);
   std::vector<double> y = x;
-  moekit::detail::rope_reference(y.data(), rows, dim, rope, pos.data(), cos.data(), sin.data(), false);
+  moekit::detail::rope_reference(y.data(), rows, dim, rope, pos.data(), cos.data(), sin.data(), 4096, false);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < dim - rope; ++c) ASSERT_EQ(y[size_t(r * dim + c)], x[size_t(r * dim + c)]);
     for (int64_t i = 0; i < rope / 2; ++i) {  // each pair keeps its length
@@ -118,7 +118,8 @@ TEST(Rope, InverseUndoesForwardAndOnlyTheLast64DimsTurn) {
   }
   EXPECT_NE(y[size_t(3 * dim + dim - rope)], x[size_t(3 * dim + dim - rope)]) << "position 300 turns";
   for (int64_t c = 0; c < dim; ++c) EXPECT_EQ(y[size_t(5 * dim + c)], x[size_t(5 * dim + c)]) << "negative position";
-  moekit::detail::rope_reference(y.data(), rows, dim, rope, pos.data(), cos.data(), sin.data(), true);
+  for (int64_t c = 0; c < dim; ++c) EXPECT_EQ(y[size_t(6 * dim + c)], x[size_t(6 * dim + c)]) << "past the table";
+  moekit::detail::rope_reference(y.data(), rows, dim, rope, pos.data(), cos.data(), sin.data(), 4096, true);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-6) << i;  // cos² + sin² = 1 to float rounding
 }
 

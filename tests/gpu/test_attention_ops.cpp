@@ -126,7 +126,8 @@ TEST(RopeInplace, MatchesTheReferenceAndRoundTrips) {
       const int32_t p = pos[size_t(r / kHeads)];
       row_pos[size_t(r)] = p < kMaxPos ? p : -1;
     }
-    moekit::detail::rope_reference(ref.data(), kT * kHeads, dim, 64, row_pos.data(), cos.data(), sin.data(), false);
+    moekit::detail::rope_reference(ref.data(), kT * kHeads, dim, 64, row_pos.data(), cos.data(), sin.data(), kMaxPos,
+                                   false);
     int worst = 0;
     for (size_t i = 0; i < x.size(); ++i) {
       const int64_t d = int64_t(i) % dim;
