@@ -38,7 +38,7 @@ constexpr int64_t kRowBytes = 640;
 struct Cache {
   int64_t entries;
   bool mixed;
-  DeviceBuffer nope, scales, rope, bf16;
+  DeviceBuffer nope, scales, rope, rows, bf16;
   AttentionKv kv;
   Cache(int64_t n, Layout layout, cudaStream_t st) : entries(n), mixed(layout != Layout::kBf16) {
     DeviceBuffer k(size_t(n) * 512 * 2);
@@ -49,8 +49,8 @@ struct Cache {
       DeviceBuffer ds = DeviceBuffer::from(slots);
       kv.format = KvFormat::kMixedFp8;
       if (layout == Layout::kRows) {
-        nope = DeviceBuffer(size_t(n) * kRowBytes);
-        uint8_t* base = nope.as<uint8_t>();
+        rows = DeviceBuffer(size_t(n) * kRowBytes);
+        uint8_t* base = rows.as<uint8_t>();
         kv.mixed = MixedKvCache{base, reinterpret_cast<float*>(base + 576), base + 448, n, kRowBytes, kRowBytes,
                                 kRowBytes};
       } else {

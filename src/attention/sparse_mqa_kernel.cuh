@@ -131,12 +131,22 @@ __device__ __forceinline__ uint4 dequant8(uint32_t lo, uint32_t hi, float scale)
   return r;
 }
 
+// Keys of a 64-key tile per producer group: one key of 32 lanes at dim 512 / 256, 2 or 4 keys of
+// 16 or 8 lanes at dim 128 / 64.
+template <int D>
+inline constexpr int kKeysPerGroup = D / 8 < 32 ? 32 / (D / 8) : 1;
+
+// The tile key that is warp `warp`'s kw-th (0..15): the warp takes every 4th group of keys.
+template <int D>
+__device__ __forceinline__ int warp_key(int warp, int kw) {
+  return ((kw / kKeysPerGroup<D>) * 4 + warp) * kKeysPerGroup<D> + kw % kKeysPerGroup<D>;
+}
+
 // Entry of key `kw` (0..15) of this warp's 16 keys in the tile starting at `start`, or −1.
 template <int D>
 __device__ __forceinline__ int32_t warp_key_entry(const SparseMqaParams& p, int64_t t, const KeyRanges& kr, int start,
                                                   int limit, int warp, int kw) {
-  constexpr int kKeysPerGroup = D / 8 < 32 ? 32 / (D / 8) : 1;
-  const int key = ((kw / kKeysPerGroup) * 4 + warp) * kKeysPerGroup + kw % kKeysPerGroup;
+  const int key = warp_key<D>(warp, kw);
   return start + key < limit ? key_entry(p, t, kr, start + key) : -1;
 }
 
@@ -168,8 +178,8 @@ template <int D, bool kMixed>
 __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t t, const KeyRanges& kr,
                                               uint32_t tiles_smem, float* bias_smem, uint32_t bars) {
   using Tr = SparseMqaTraits<D>;
-  constexpr int kVecs = D / 8, kLanesPerKey = kVecs < 32 ? kVecs : 32, kKeysPerGroup = 32 / kLanesPerKey;
-  constexpr int kVecsPerLane = kVecs / kLanesPerKey, kGroupsPerWarp = 64 / kKeysPerGroup / 4;
+  constexpr int kVecs = D / 8, kLanesPerKey = kVecs < 32 ? kVecs : 32, kKeys = kKeysPerGroup<D>;
+  constexpr int kVecsPerLane = kVecs / kLanesPerKey, kGroupsPerWarp = 64 / kKeys / 4;
   constexpr int kBatch = kGroupsPerWarp < 8 ? kGroupsPerWarp : 8;
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int key_in_group = lane / kLanesPerKey, vec_lane = lane % kLanesPerKey;
@@ -197,7 +207,7 @@ __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t 
       int32_t entry[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        entry[b] = __shfl_sync(0xFFFFFFFFu, cur_ids, (g0 + b) * kKeysPerGroup + key_in_group);
+        entry[b] = __shfl_sync(0xFFFFFFFFu, cur_ids, (g0 + b) * kKeys + key_in_group);
 #pragma unroll
         for (int v = 0; v < kVecsPerLane; ++v) {
           const int vec = vec_lane + kLanesPerKey * v;
@@ -224,7 +234,7 @@ __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t 
       }
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        const int key = ((g0 + b) * 4 + warp) * kKeysPerGroup + key_in_group;
+        const int key = warp_key<D>(warp, (g0 + b) * kKeys + key_in_group);
 #pragma unroll
         for (int v = 0; v < kVecsPerLane; ++v) {
           const int vec = vec_lane + kLanesPerKey * v;
