@@ -1,10 +1,11 @@
 // Sparse MQA attention on Hopper (include/moekit/attention.h, docs/design.md §DeepSeek-V4
 // attention): one CTA per (token, split of its keys, 64 query heads).
 //
-//   warpgroup 0  producer: gathers the split's keys 64 at a time (cache entries by index),
-//                dequantizes mixed FP8 entries exactly to bf16 and stores them in a 128-byte
-//                swizzled tile, with a per-key bias (0, or −inf for no entry / masked); the
-//                tiles form a ring of kStages, full/empty mbarriers between the roles.
+//   warpgroup 0  producer: gathers the split's keys 64 at a time (cache entries by index) with
+//                cp.async into a 128-byte swizzled tile, kStages − 1 tiles ahead, dequantizes
+//                mixed FP8 entries exactly to bf16 in place, and writes a per-key bias (0, or
+//                −inf for no entry / masked); the tiles form a ring of kStages, full/empty
+//                mbarriers between the roles.
 //   warpgroups 1…  consumers: each computes S = Q·Kᵀ for the tile (M = 64 heads, N = 64 keys,
 //                K = dim, Q and K from shared memory), the online softmax in registers, and
 //                O += P·V for its own slice of the output dims (P from registers, V = the same
@@ -60,7 +61,8 @@ struct SparseMqaTraits {
   static constexpr int kDimsPerConsumer = D / kConsumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kBiasOffset = kQBytes + kStages * kTileBytes;
-  static constexpr int kBarOffset = kBiasOffset + kStages * kTileKeys * 4;
+  static constexpr int kScalesOffset = kBiasOffset + kStages * kTileKeys * 4;  // mixed: 32 B per key
+  static constexpr int kBarOffset = kScalesOffset + kStages * kTileKeys * 32;
   static constexpr int kSmemBytes = kBarOffset + 2 * kStages * 8 + 1024;  // + alignment slack
   // Registers after setmaxnreg with two consumers (the producer keeps 8 keys' rows in flight per
   // warp). setmaxnreg.inc only takes what the CTA's other warps released: the total must stay
@@ -131,125 +133,112 @@ __device__ __forceinline__ uint4 dequant8(uint32_t lo, uint32_t hi, float scale)
   return r;
 }
 
-// Keys of a 64-key tile per producer group: one key of 32 lanes at dim 512 / 256, 2 or 4 keys of
-// 16 or 8 lanes at dim 128 / 64.
-template <int D>
-inline constexpr int kKeysPerGroup = D / 8 < 32 ? 32 / (D / 8) : 1;
-
-// The tile key that is warp `warp`'s kw-th (0..15): the warp takes every 4th group of keys.
-template <int D>
-__device__ __forceinline__ int warp_key(int warp, int kw) {
-  return ((kw / kKeysPerGroup<D>) * 4 + warp) * kKeysPerGroup<D> + kw % kKeysPerGroup<D>;
+// The producer's copies: the two threads 2k and 2k + 1 of the warpgroup copy key k of a tile.
+// Mixed entries: the rope dims go straight to their place in the tile; the FP8 codes of dim chunk g
+// land as 4 raw 16-byte granules in row k of chunk g (slots 0-3 or 4-7 by the key's parity, so a
+// quarter-warp's reads of two keys' raw granules hit every bank once) and are dequantized there;
+// the 7 scales land in a 32-byte slot per key.
+__device__ __forceinline__ uint32_t raw_slot_offset(int key, int g, int q) {
+  return uint32_t(g * (64 * 128) + key * 128 + (q + 4 * (key & 1)) * 16);
 }
 
-// Entry of key `kw` (0..15) of this warp's 16 keys in the tile starting at `start`, or −1.
-template <int D>
-__device__ __forceinline__ int32_t warp_key_entry(const SparseMqaParams& p, int64_t t, const KeyRanges& kr, int start,
-                                                  int limit, int warp, int kw) {
-  const int key = warp_key<D>(warp, kw);
-  return start + key < limit ? key_entry(p, t, kr, start + key) : -1;
-}
-
-// Brings the rows of this warp's 16 keys (entry ids in lanes 0..15 of `ids`) into L2 (lanes 2k
-// and 2k + 1 share key k), so the producer's loads of that tile hit L2.
 template <int D, bool kMixed>
-__device__ __forceinline__ void prefetch_rows_l2(const SparseMqaParams& p, int32_t ids, int lane) {
-  const int32_t e = __shfl_sync(0xFFFFFFFFu, ids, lane >> 1);
-  if (e < 0) return;
+__device__ __forceinline__ void issue_tile_copies(const SparseMqaParams& p, int32_t entry, int key, int half,
+                                                  uint32_t tile, uint32_t scales, float* bias) {
+  const uint32_t bytes = entry >= 0 ? 16u : 0u;  // no entry: zeros, nothing read
+  const int64_t e = entry >= 0 ? entry : 0;
   if constexpr (kMixed) {
-    if ((lane & 1) == 0) {
-      ptx::bulk_prefetch_l2(p.nope + e * p.nope_stride, 448);
-    } else {
-      ptx::bulk_prefetch_l2(reinterpret_cast<const uint8_t*>(p.rope) + e * p.rope_stride, 128);
-      const uint8_t* scales = reinterpret_cast<const uint8_t*>(p.scales) + e * p.scales_stride;
-      ptx::prefetch_l2(scales);
-      ptx::prefetch_l2(scales + 24);
+    const uint8_t* nope = p.nope + e * p.nope_stride;
+#pragma unroll
+    for (int n = 14 * half; n < 14 * half + 14; ++n)
+      ptx::cp_async_16(tile + raw_slot_offset(key, n >> 2, n & 3), nope + 16 * n, bytes);
+    const uint8_t* rope = reinterpret_cast<const uint8_t*>(p.rope) + e * p.rope_stride;
+#pragma unroll
+    for (int v = 4 * half; v < 4 * half + 4; ++v) ptx::cp_async_16(tile + tile_offset(key, 56 + v), rope + 16 * v, bytes);
+    const uint8_t* sc = reinterpret_cast<const uint8_t*>(p.scales) + e * p.scales_stride;
+#pragma unroll
+    for (int j = 4 * half; j < 4 * half + 4; ++j)
+      if (j < 7) ptx::cp_async_4(scales + key * 32 + 4 * j, sc + 4 * j, bytes / 4);
+  } else {
+    const __nv_bfloat16* row = p.kv + e * D;
+#pragma unroll
+    for (int v = (D / 16) * half; v < (D / 16) * (half + 1); ++v)
+      ptx::cp_async_16(tile + tile_offset(key, v), row + 8 * v, bytes);
+  }
+  if (half == 0) bias[key] = entry >= 0 ? 0.0f : -INFINITY;
+}
+
+// Dequantizes this warp's 16 keys of a landed mixed tile in place, four lanes per key (lane q of a
+// key expands raw granule q of every chunk). Every lane reads its raw granules before any lane of
+// the key writes the row (__syncwarp), so the expansion may overwrite them.
+__device__ __forceinline__ void dequantize_tile(uint32_t tile, uint32_t scales, int warp, int lane) {
+  const int q = lane & 3;
+#pragma unroll 1
+  for (int round = 0; round < 2; ++round) {
+    const int key = warp * 16 + round * 8 + (lane >> 2);
+    uint32_t raw[7][4];
+    float sc[7];
+#pragma unroll
+    for (int g = 0; g < 7; ++g) {
+      ptx::ld_shared_v4(tile + raw_slot_offset(key, g, q), raw[g]);
+      sc[g] = ptx::ld_shared_f32(scales + key * 32 + 4 * g);
     }
-  } else if ((lane & 1) == 0) {
-    ptx::bulk_prefetch_l2(p.kv + int64_t(e) * D, D * 2);
+    __syncwarp();
+#pragma unroll
+    for (int g = 0; g < 7; ++g) {
+      const uint4 lo = dequant8(raw[g][0], raw[g][1], sc[g]), hi = dequant8(raw[g][2], raw[g][3], sc[g]);
+      const uint32_t wlo[4] = {lo.x, lo.y, lo.z, lo.w}, whi[4] = {hi.x, hi.y, hi.z, hi.w};
+      ptx::st_shared_v4(tile + tile_offset(key, 8 * g + 2 * q), wlo);
+      ptx::st_shared_v4(tile + tile_offset(key, 8 * g + 2 * q + 1), whi);
+    }
   }
 }
 
-// The producer: tile by tile, each warp gathers 16 of the 64 keys (every 4th group; a group is one
-// key of 32 lanes at dim 512 / 256, or 2 / 4 keys of 16 / 8 lanes at dim 128 / 64). Gathers are
-// latency-bound, so each tile's entry ids are loaded two tiles ahead and its rows prefetched into
-// L2 one tile ahead, and kBatch keys' rows are in flight per warp at once.
+// The producer: the keys' rows are gathered with cp.async (no registers held while in flight)
+// kStages − 1 tiles ahead of the one being finished; finishing a tile = waiting for this thread's
+// copies, then (mixed) dequantizing in place, then the full barrier. A tile's copies are issued as
+// soon as the consumers release its stage, so they are in flight while the consumers work.
 template <int D, bool kMixed>
 __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t t, const KeyRanges& kr,
-                                              uint32_t tiles_smem, float* bias_smem, uint32_t bars) {
+                                              uint32_t tiles_smem, float* bias_smem, uint32_t scales_smem,
+                                              uint32_t bars) {
   using Tr = SparseMqaTraits<D>;
-  constexpr int kVecs = D / 8, kLanesPerKey = kVecs < 32 ? kVecs : 32, kKeys = kKeysPerGroup<D>;
-  constexpr int kVecsPerLane = kVecs / kLanesPerKey, kGroupsPerWarp = 64 / kKeys / 4;
-  constexpr int kBatch = kGroupsPerWarp < 8 ? kGroupsPerWarp : 8;
-  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int key_in_group = lane / kLanesPerKey, vec_lane = lane % kLanesPerKey;
+  constexpr int kAhead = Tr::kStages - 1;
+  const int tid = threadIdx.x & 127, key = tid >> 1, half = tid & 1, warp = tid >> 5, lane = tid & 31;
   const int n = kr.tiles();
-  // Entry ids of this warp's keys of tile i (lanes 0..15), −1 past the last tile.
-  const auto tile_ids = [&](int i) {
-    if (i >= n || lane >= 16) return int32_t(-1);
+  const auto entry_of = [&](int i) {
+    if (i >= n) return int32_t(-1);
     int start, limit;
     kr.tile(i, start, limit);
-    return warp_key_entry<D>(p, t, kr, start, limit, warp, lane);
+    return start + key < limit ? key_entry(p, t, kr, start + key) : int32_t(-1);
   };
-  int32_t ids_next = tile_ids(0), ids_after = tile_ids(1);
+  const auto issue = [&](int i, int32_t entry) {
+    const int stage = i % Tr::kStages;
+    if (i >= Tr::kStages) ptx::mbar_wait(bars + 8 * (Tr::kStages + stage), ((i / Tr::kStages) - 1) & 1);
+    issue_tile_copies<D, kMixed>(p, entry, key, half, tiles_smem + stage * Tr::kTileBytes,
+                                 scales_smem + stage * 64 * 32, bias_smem + stage * 64);
+  };
+  int32_t entry_next = entry_of(0);
+  for (int i = 0; i < kAhead; ++i) {
+    const int32_t entry = entry_next;
+    entry_next = entry_of(i + 1);
+    if (i < n) issue(i, entry);
+    ptx::cp_async_commit();
+  }
   for (int i = 0; i < n; ++i) {
     const int stage = i % Tr::kStages;
-    const int32_t cur_ids = ids_next;
-    ids_next = ids_after;
-    if (i + 1 < n) prefetch_rows_l2<D, kMixed>(p, ids_next, lane);
-    ids_after = tile_ids(i + 2);
-    if (i >= Tr::kStages) ptx::mbar_wait(bars + 8 * (Tr::kStages + stage), ((i / Tr::kStages) - 1) & 1);
-    const uint32_t tile = tiles_smem + stage * Tr::kTileBytes;
-#pragma unroll 1
-    for (int g0 = 0; g0 < kGroupsPerWarp; g0 += kBatch) {
-      uint4 raw[kBatch][kVecsPerLane];
-      float scale[kBatch][kVecsPerLane];
-      int32_t entry[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        entry[b] = __shfl_sync(0xFFFFFFFFu, cur_ids, (g0 + b) * kKeys + key_in_group);
-#pragma unroll
-        for (int v = 0; v < kVecsPerLane; ++v) {
-          const int vec = vec_lane + kLanesPerKey * v;
-          raw[b][v] = make_uint4(0, 0, 0, 0);
-          scale[b][v] = 1.0f;
-          if (entry[b] < 0) continue;
-          if constexpr (kMixed) {
-            if (vec < 56) {
-              const uint2 c = __ldg(reinterpret_cast<const uint2*>(p.nope + entry[b] * p.nope_stride) + vec);
-              raw[b][v].x = c.x;
-              raw[b][v].y = c.y;
-              scale[b][v] = __ldg(reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(p.scales) +
-                                                                 entry[b] * p.scales_stride) +
-                                  (vec >> 3));
-            } else {
-              raw[b][v] = __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(p.rope) +
-                                                               entry[b] * p.rope_stride) +
-                                (vec - 56));
-            }
-          } else {
-            raw[b][v] = __ldg(reinterpret_cast<const uint4*>(p.kv + int64_t(entry[b]) * D) + vec);
-          }
-        }
-      }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int key = warp_key<D>(warp, (g0 + b) * kKeys + key_in_group);
-#pragma unroll
-        for (int v = 0; v < kVecsPerLane; ++v) {
-          const int vec = vec_lane + kLanesPerKey * v;
-          uint4 w = raw[b][v];
-          if constexpr (kMixed) {
-            if (vec < 56) w = dequant8(raw[b][v].x, raw[b][v].y, scale[b][v]);
-          }
-          const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-          ptx::st_shared_v4(tile + tile_offset(key, vec), words);
-        }
-        if (vec_lane == 0) bias_smem[stage * 64 + key] = entry[b] >= 0 ? 0.0f : -INFINITY;
-      }
-    }
-    ptx::fence_proxy_async_smem();  // the generic stores above are read by wgmma (async proxy)
+    ptx::cp_async_wait<kAhead - 1>();
+    __syncwarp();  // a warp dequantizes the keys its own threads copied
+    if constexpr (kMixed) dequantize_tile(tiles_smem + stage * Tr::kTileBytes, scales_smem + stage * 64 * 32, warp, lane);
+    ptx::fence_proxy_async_smem();  // the tile is read by wgmma (async proxy)
     ptx::mbar_arrive(bars + 8 * stage);
+    const int j = i + kAhead;
+    if (j < n) {
+      const int32_t entry = entry_next;
+      entry_next = entry_of(j + 1);
+      issue(j, entry);
+    }
+    ptx::cp_async_commit();
   }
 }
 
@@ -271,6 +260,7 @@ __device__ __forceinline__ void consume_tiles(const SparseMqaParams& p, int64_t 
   for (int i = 0; i < n; ++i) {
     const int stage = i % Tr::kStages;
     ptx::mbar_wait(bars + 8 * stage, (i / Tr::kStages) & 1);
+    ptx::fence_proxy_async_smem();  // parts of the tile were written by the producer's cp.async
     const uint32_t tile = tiles_smem + stage * Tr::kTileBytes;
     const uint64_t desc_k = ptx::smem_desc_k_sw128(tile);
     float s[32];
@@ -383,6 +373,7 @@ __global__ void __launch_bounds__(SparseMqaTraits<D>::kThreads, 1) sparse_mqa_ke
   const uint32_t base = (raw + 1023u) & ~1023u;
   uint8_t* base_ptr = attn_smem_raw + (base - raw);
   const uint32_t q_smem = base, tiles_smem = base + Tr::kQBytes, bars = base + Tr::kBarOffset;
+  const uint32_t scales_smem = base + Tr::kScalesOffset;
   float* bias_smem = reinterpret_cast<float*>(base_ptr + Tr::kBiasOffset);
 
   const int hb = int(blockIdx.x % unsigned(p.head_blocks));
@@ -412,7 +403,7 @@ __global__ void __launch_bounds__(SparseMqaTraits<D>::kThreads, 1) sparse_mqa_ke
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     if constexpr (Tr::kConsumers == 2) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
-    produce_tiles<D, kMixed>(p, t, kr, tiles_smem, bias_smem, bars);
+    produce_tiles<D, kMixed>(p, t, kr, tiles_smem, bias_smem, scales_smem, bars);
   } else {
     if constexpr (Tr::kConsumers == 2) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
     consume_tiles<D>(p, t, split, hb, kr, q_smem, tiles_smem, bias_smem, bars, wg - 1);
