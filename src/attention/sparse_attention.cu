@@ -23,7 +23,7 @@ void launch(const attn::SparseMqaParams& p, int64_t ctas, cudaStream_t stream) {
     // launch than the split assumes, the consumers would wait forever. Fail loudly instead.
     cudaFuncAttributes attr{};
     MOEKIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-    MOEKIT_REQUIRE(attr.numRegs * Tr::kThreads >= 128 * Tr::kProducerRegs + 256 * Tr::kConsumerRegs,
+    MOEKIT_REQUIRE(attr.numRegs * Tr::kThreads >= 128 * (Tr::kProducerRegs + Tr::kScoreRegs + Tr::kAccumulateRegs),
                    ErrorCode::kInternal, "moekit::sparse_attention: the kernel was built with ", attr.numRegs,
                    " registers per thread, fewer than its setmaxnreg split needs");
   }

@@ -471,6 +471,9 @@ __device__ __forceinline__ u16 pack_e4m3x2(float lo, float hi) {
 }
 
 /// 4-byte shared-memory store and load.
+__device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
 __device__ __forceinline__ void st_shared_f32(u32 addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
