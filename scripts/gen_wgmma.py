@@ -120,7 +120,8 @@ struct WgmmaBf16SsBt;
 
 with open("src/ptx/wgmma_bf16.cuh", "w") as f:
     f.write(BF16_HEADER)
-    f.write(gen(64, "WgmmaBf16", "k16.f32.bf16.bf16", "1, 1, 0, 0"))
+    for n in (32, 64):
+        f.write(gen(n, "WgmmaBf16", "k16.f32.bf16.bf16", "1, 1, 0, 0"))
     for n in (32, 64, 128, 256):
         f.write(gen_rs(n, "WgmmaBf16Rs", "k16.f32.bf16.bf16", "1, 1, 1", "mma_bt"))
     for n in (128, 256):

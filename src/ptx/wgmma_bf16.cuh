@@ -23,6 +23,19 @@ template <int N>
 struct WgmmaBf16SsBt;
 
 template <>
+struct WgmmaBf16<32> {
+  static constexpr int kNumAcc = 16;
+  __device__ __forceinline__ static void mma(u64 desc_a, u64 desc_b, float (&d)[16], u32 scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
+template <>
 struct WgmmaBf16<64> {
   static constexpr int kNumAcc = 32;
   __device__ __forceinline__ static void mma(u64 desc_a, u64 desc_b, float (&d)[32], u32 scale_d) {
