@@ -44,12 +44,11 @@ struct SparseMqaTraits {
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kPOffset = kQBytes + kStages * kTileBytes;            // 2 P buffers (two consumers)
   static constexpr int kBiasOffset = kPOffset + (kConsumers == 2 ? 2 * 64 * 128 : 0);
-  static constexpr int kScalesOffset = kBiasOffset + kStages * kTileKeys * 4;  // mixed: 32 B per key
-  static constexpr int kAlphaOffset = kScalesOffset + kStages * kTileKeys * 32;  // 2 × 64 rescale factors
+  static constexpr int kAlphaOffset = kBiasOffset + kStages * kTileKeys * 4;  // 2 × 64 rescale factors
   static constexpr int kRowsOffset = kAlphaOffset + 2 * 64 * 4;                  // 64 rows' 1 / denominator
   static constexpr int kBarOffset = kRowsOffset + 64 * 4;
   static constexpr int kSmemBytes = kBarOffset + 2 * kStages * 8 + 1024;  // + alignment slack
-  // Registers after setmaxnreg with two consumers: the producer holds one round of raw codes, the
+  // Registers after setmaxnreg with two consumers: the producer holds a tile's raw codes, the
   // scorer S, P and half of O, the accumulator half of O. setmaxnreg.inc only takes what the
   // CTA's other warps released: the total must stay within the launch's 384 × 168, or the
   // scorer waits forever.

@@ -1,11 +1,11 @@
 // Sparse MQA attention on Hopper (include/moekit/attention.h, docs/design.md §DeepSeek-V4
 // attention): one CTA per (token, split of its keys, 64 query heads).
 //
-//   warpgroup 0  producer: gathers the split's keys a tile at a time (64 keys, 32 at dim 512;
-//                cache entries by index) with cp.async into a 128-byte swizzled tile, kStages − 1
-//                tiles ahead, dequantizes mixed FP8 entries exactly to bf16 in place, and writes
-//                a per-key bias (0, or −inf for no entry / masked); the tiles form a ring of
-//                kStages, full/empty mbarriers between the roles.
+//   warpgroup 0  producer: gathers the split's keys 64 at a time (cache entries by index) into a
+//                128-byte swizzled tile — bf16 rows with cp.async kStages − 1 tiles ahead, mixed
+//                FP8 entries through registers a tile ahead, dequantized exactly to bf16 on the
+//                way — and writes a per-key bias (0, or −inf for no entry / masked); the tiles
+//                form a ring of kStages, full/empty mbarriers between the roles.
 //   warpgroups 1…  consumers. D ≤ 128: one computes S = Q·Kᵀ for the tile (M = 64 heads,
 //                N = the tile's keys, K = dim, Q and K from shared memory), the online softmax in
 //                registers, and O += P·V (P from registers, V = the same tile read MN-major).
@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(SparseMqaTraits<D>::kThreads, 1) sparse_mqa_ke
   const uint32_t base = (raw + 1023u) & ~1023u;
   uint8_t* base_ptr = attn_smem_raw + (base - raw);
   const uint32_t q_smem = base, tiles_smem = base + Tr::kQBytes, bars = base + Tr::kBarOffset;
-  const uint32_t scales_smem = base + Tr::kScalesOffset, p_smem = base + Tr::kPOffset;
+  const uint32_t p_smem = base + Tr::kPOffset;
   float* bias_smem = reinterpret_cast<float*>(base_ptr + Tr::kBiasOffset);
   float* alpha_smem = reinterpret_cast<float*>(base_ptr + Tr::kAlphaOffset);
   float* rows_smem = reinterpret_cast<float*>(base_ptr + Tr::kRowsOffset);
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(SparseMqaTraits<D>::kThreads, 1) sparse_mqa_ke
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     if constexpr (Tr::kConsumers == 2) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
-    produce_tiles<D, kMixed>(p, t, kr, tiles_smem, bias_smem, scales_smem, bars);
+    produce_tiles<D, kMixed>(p, t, kr, tiles_smem, bias_smem, bars);
   } else if constexpr (Tr::kConsumers == 1) {
     consume_tiles<D>(p, t, split, hb, kr, q_smem, tiles_smem, bias_smem, bars);
   } else if (wg == 1) {

@@ -23,130 +23,157 @@ __device__ __forceinline__ uint4 dequant8(uint32_t lo, uint32_t hi, float scale)
   return r;
 }
 
-// The producer's copies of a tile: warp w copies keys [kK/4 · w, kK/4 · (w + 1)) (kK = tile keys).
-//  - bf16 rows: consecutive lanes take consecutive 16-byte granules of a key, so an instruction
-//    reads whole lines.
-//  - mixed entries: 128 / kK lanes per key, each a contiguous share of the key's 28 granules of
-//    FP8 codes, 8 of rope dims and 7 scales (measured on the H100, 2026-11-27, 64-key tiles: 274
-//    TFLOPS at h128 top-k 2048 T = 128 against 212 with the line-coalesced order of the bf16 rows).
-//    The rope dims go straight to their place in the tile; the codes of dim chunk g land as 4 raw
-//    granules in row k of chunk g (slots 0-3 or 4-7 by the key's parity, so a quarter-warp's reads
-//    of two keys' raw granules hit every bank once) and are dequantized there; the 7 scales land
-//    in a 32-byte slot per key.
-template <int kK>
-__device__ __forceinline__ uint32_t raw_slot_offset(int key, int g, int q) {
-  return uint32_t(g * (kK * 128) + key * 128 + (q + 4 * (key & 1)) * 16);
-}
-
-// `ids`: lane l < kK / 4 holds the entry (or −1) of key kK / 4 · warp + l.
-template <int D, bool kMixed>
+// The cp.async copies of a tile of bf16 rows: warp w copies keys [kK/4 · w, kK/4 · (w + 1))
+// (kK = tile keys), consecutive lanes taking consecutive 16-byte granules of a key, so an
+// instruction reads whole lines. `ids`: lane l < kK / 4 holds the entry (or −1) of key
+// kK / 4 · warp + l.
+template <int D>
 __device__ __forceinline__ void issue_tile_copies(const SparseMqaParams& p, int32_t ids, int warp, int lane,
-                                                  uint32_t tile, uint32_t scales, float* bias) {
-  constexpr int kK = SparseMqaTraits<D>::kTileKeys, kPerWarp = kK / 4;
-  if constexpr (kMixed) {
-    constexpr int kLanes = 32 / kPerWarp, kNope = 28 / kLanes, kRope = 8 / kLanes;  // per lane
-    const int key = kPerWarp * warp + lane / kLanes, part = lane % kLanes;
-    const int32_t entry = __shfl_sync(0xFFFFFFFFu, ids, lane / kLanes);
-    const uint32_t bytes = entry >= 0 ? 16u : 0u;  // no entry: zeros, nothing read
-    const int64_t e = entry >= 0 ? entry : 0;
-    const uint8_t* nope = p.nope + e * p.nope_stride;
-#pragma unroll
-    for (int n = kNope * part; n < kNope * (part + 1); ++n)
-      ptx::cp_async_16(tile + raw_slot_offset<kK>(key, n >> 2, n & 3), nope + 16 * n, bytes);
-    const uint8_t* rope = reinterpret_cast<const uint8_t*>(p.rope) + e * p.rope_stride;
-#pragma unroll
-    for (int v = kRope * part; v < kRope * (part + 1); ++v)
-      ptx::cp_async_16(tile + tile_offset<kK>(key, 56 + v), rope + 16 * v, bytes);
-    const uint8_t* sc = reinterpret_cast<const uint8_t*>(p.scales) + e * p.scales_stride;
-#pragma unroll
-    for (int j = kRope * part; j < kRope * (part + 1); ++j)  // 8 slots, 7 scales
-      if (j < 7) ptx::cp_async_4(scales + key * 32 + 4 * j, sc + 4 * j, bytes / 4);
-  } else {
-    constexpr int kGranules = D / 8;  // per key
+                                                  uint32_t tile, float* bias) {
+  constexpr int kK = SparseMqaTraits<D>::kTileKeys, kPerWarp = kK / 4, kGranules = D / 8;
 #pragma unroll 3
-    for (int k = 0; k < kPerWarp * kGranules / 32; ++k) {
-      const int f = 32 * k + lane, kl = f / kGranules, gr = f % kGranules;
-      const int32_t entry = __shfl_sync(0xFFFFFFFFu, ids, kl);
-      const int64_t e = entry >= 0 ? entry : 0;
-      ptx::cp_async_16(tile + tile_offset<kK>(kPerWarp * warp + kl, gr), p.kv + e * D + 8 * gr, entry >= 0 ? 16u : 0u);
-    }
+  for (int k = 0; k < kPerWarp * kGranules / 32; ++k) {
+    const int f = 32 * k + lane, kl = f / kGranules, gr = f % kGranules;
+    const int32_t entry = __shfl_sync(0xFFFFFFFFu, ids, kl);
+    const int64_t e = entry >= 0 ? entry : 0;
+    ptx::cp_async_16(tile + tile_offset<kK>(kPerWarp * warp + kl, gr), p.kv + e * D + 8 * gr,
+                     entry >= 0 ? 16u : 0u);  // no entry: zeros, nothing read
   }
   if (lane < kPerWarp) bias[kPerWarp * warp + lane] = ids >= 0 ? 0.0f : -INFINITY;
 }
 
-// Dequantizes this warp's keys of a landed mixed tile in place, four lanes per key (lane q of a
-// key expands raw granule q of every chunk). Every lane reads its raw granules before any lane of
-// the key writes the row (__syncwarp), so the expansion may overwrite them.
-template <int kK>
-__device__ __forceinline__ void dequantize_tile(uint32_t tile, uint32_t scales, int warp, int lane) {
+// Mixed entries are gathered through registers: four lanes per key, lane q loading granule q (16
+// bytes) of each of the 7 chunks of FP8 codes, rope granules 2q and 2q + 1 and scales q and q + 4;
+// the next tile's loads are issued as soon as a tile is stored, before its stage is free, and the
+// codes are dequantized on their way into the tile. Measured on the H100 (2026-11-27, h128 top-k
+// 2048): T = 128 237.9 µs, prefill 333 TFLOPS, against 262.2 µs / 301 TFLOPS with the raw codes
+// copied by cp.async into the tile and dequantized there (the bf16 path's gather): one pass over
+// shared memory instead of three.
+
+struct MixedKeyRegs {
+  uint4 nope[7], rope[2];
+  float scale_lo, scale_hi;
+};
+
+__device__ __forceinline__ void load_mixed_key(const SparseMqaParams& p, int32_t entry, int q, MixedKeyRegs& r) {
+  if (entry < 0) {  // no entry: zeros
+#pragma unroll
+    for (int g = 0; g < 7; ++g) r.nope[g] = make_uint4(0, 0, 0, 0);
+    r.rope[0] = r.rope[1] = make_uint4(0, 0, 0, 0);
+    r.scale_lo = r.scale_hi = 0.0f;
+    return;
+  }
+  const uint8_t* nope = p.nope + int64_t(entry) * p.nope_stride + 16 * q;
+#pragma unroll
+  for (int g = 0; g < 7; ++g) r.nope[g] = __ldg(reinterpret_cast<const uint4*>(nope + 64 * g));
+  const uint8_t* rope = reinterpret_cast<const uint8_t*>(p.rope) + int64_t(entry) * p.rope_stride + 32 * q;
+  r.rope[0] = __ldg(reinterpret_cast<const uint4*>(rope));
+  r.rope[1] = __ldg(reinterpret_cast<const uint4*>(rope + 16));
+  const float* scales = reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(p.scales) +
+                                                       int64_t(entry) * p.scales_stride);
+  r.scale_lo = __ldg(scales + q);
+  r.scale_hi = q < 3 ? __ldg(scales + q + 4) : 0.0f;
+}
+
+__device__ __forceinline__ void store_mixed_key(uint32_t tile, int key, int lane, const MixedKeyRegs& r) {
   const int q = lane & 3;
-#pragma unroll 1
-  for (int round = 0; round < kK / 32; ++round) {
-    const int key = warp * (kK / 4) + round * 8 + (lane >> 2);
-    uint32_t raw[7][4];
-    float sc[7];
 #pragma unroll
-    for (int g = 0; g < 7; ++g) {
-      ptx::ld_shared_v4(tile + raw_slot_offset<kK>(key, g, q), raw[g]);
-      sc[g] = ptx::ld_shared_f32(scales + key * 32 + 4 * g);
-    }
-    __syncwarp();
+  for (int g = 0; g < 7; ++g) {
+    const float sc = __shfl_sync(0xFFFFFFFFu, g < 4 ? r.scale_lo : r.scale_hi, (lane & ~3) | (g & 3));
+    const uint4 lo = dequant8(r.nope[g].x, r.nope[g].y, sc), hi = dequant8(r.nope[g].z, r.nope[g].w, sc);
+    const uint32_t wlo[4] = {lo.x, lo.y, lo.z, lo.w}, whi[4] = {hi.x, hi.y, hi.z, hi.w};
+    ptx::st_shared_v4(tile + tile_offset<64>(key, 8 * g + 2 * q), wlo);
+    ptx::st_shared_v4(tile + tile_offset<64>(key, 8 * g + 2 * q + 1), whi);
+  }
 #pragma unroll
-    for (int g = 0; g < 7; ++g) {
-      const uint4 lo = dequant8(raw[g][0], raw[g][1], sc[g]), hi = dequant8(raw[g][2], raw[g][3], sc[g]);
-      const uint32_t wlo[4] = {lo.x, lo.y, lo.z, lo.w}, whi[4] = {hi.x, hi.y, hi.z, hi.w};
-      ptx::st_shared_v4(tile + tile_offset<kK>(key, 8 * g + 2 * q), wlo);
-      ptx::st_shared_v4(tile + tile_offset<kK>(key, 8 * g + 2 * q + 1), whi);
-    }
+  for (int v = 0; v < 2; ++v) {
+    const uint32_t w[4] = {r.rope[v].x, r.rope[v].y, r.rope[v].z, r.rope[v].w};
+    ptx::st_shared_v4(tile + tile_offset<64>(key, 56 + 2 * q + v), w);
   }
 }
 
-// The producer: the keys' rows are gathered with cp.async (no registers held while in flight)
+template <int D>
+__device__ __forceinline__ void produce_mixed_tiles_via_registers(const SparseMqaParams& p, int64_t t,
+                                                                  const KeyRanges<64>& kr, uint32_t tiles_smem,
+                                                                  float* bias_smem, uint32_t bars) {
+  using Tr = SparseMqaTraits<D>;
+  static_assert(Tr::kTileKeys == 64, "four lanes per key, two rounds of 8 keys per warp");
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int n = kr.tiles();
+  const auto entry_of = [&](int i) {  // lane l < 16: key 16 · warp + l of tile i
+    if (i >= n || lane >= 16) return int32_t(-1);
+    int start, limit;
+    kr.tile(i, start, limit);
+    const int key = 16 * warp + lane;
+    return start + key < limit ? key_entry(p, t, kr, start + key) : int32_t(-1);
+  };
+  MixedKeyRegs r[2];
+  const auto load_tile = [&](int32_t ids) {
+#pragma unroll
+    for (int round = 0; round < 2; ++round)
+      load_mixed_key(p, __shfl_sync(0xFFFFFFFFu, ids, 8 * round + (lane >> 2)), lane & 3, r[round]);
+  };
+  int32_t ids = entry_of(0), ids_next = entry_of(1);
+  if (n > 0) load_tile(ids);
+  for (int i = 0; i < n; ++i) {
+    const int stage = i % Tr::kStages;
+    if (i >= Tr::kStages) ptx::mbar_wait(bars + 8 * (Tr::kStages + stage), ((i / Tr::kStages) - 1) & 1);
+    const uint32_t tile = tiles_smem + stage * Tr::kTileBytes;
+#pragma unroll
+    for (int round = 0; round < 2; ++round) store_mixed_key(tile, 16 * warp + 8 * round + (lane >> 2), lane, r[round]);
+    if (lane < 16) bias_smem[stage * 64 + 16 * warp + lane] = ids >= 0 ? 0.0f : -INFINITY;
+    ptx::fence_proxy_async_smem();  // the tile is read by wgmma (async proxy)
+    ptx::mbar_arrive(bars + 8 * stage);
+    ids = ids_next;
+    ids_next = entry_of(i + 2);
+    if (i + 1 < n) load_tile(ids);
+  }
+}
+
+// The producer. bf16 rows are gathered with cp.async (no registers held while in flight)
 // kStages − 1 tiles ahead of the one being finished; finishing a tile = waiting for this thread's
-// copies, then (mixed) dequantizing in place, then the full barrier. A tile's copies are issued as
-// soon as the consumers release its stage, so they are in flight while the consumers work.
-// (Prefetching the next tile's rows into L2 with bulk prefetches measured slower: 243 against
-// 276 TFLOPS, H100, 2026-11-27.)
+// copies, then the full barrier; a tile's copies are issued as soon as the consumers release its
+// stage, so they are in flight while the consumers work. Mixed entries go through registers
+// (above). (Prefetching the next tile's rows into L2 with bulk prefetches measured slower: 243
+// against 276 TFLOPS, H100, 2026-11-27.)
 template <int D, bool kMixed>
 __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t t,
                                               const KeyRanges<SparseMqaTraits<D>::kTileKeys>& kr,
-                                              uint32_t tiles_smem, float* bias_smem, uint32_t scales_smem,
-                                              uint32_t bars) {
+                                              uint32_t tiles_smem, float* bias_smem, uint32_t bars) {
   using Tr = SparseMqaTraits<D>;
-  constexpr int kK = Tr::kTileKeys, kPerWarp = kK / 4, kAhead = Tr::kStages - 1;
-  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int n = kr.tiles();
-  // Lane l < kPerWarp: the entry of key kPerWarp · warp + l of tile i.
-  const auto entry_of = [&](int i) {
-    if (i >= n || lane >= kPerWarp) return int32_t(-1);
-    int start, limit;
-    kr.tile(i, start, limit);
-    const int key = kPerWarp * warp + lane;
-    return start + key < limit ? key_entry(p, t, kr, start + key) : int32_t(-1);
-  };
-  int32_t ids_next = entry_of(0);  // loaded a tile before its copies
-  const auto issue = [&](int j) {
-    const int32_t ids = ids_next;
-    ids_next = entry_of(j + 1);
-    if (j >= n) return;
-    const int stage = j % Tr::kStages;
-    if (j >= Tr::kStages) ptx::mbar_wait(bars + 8 * (Tr::kStages + stage), ((j / Tr::kStages) - 1) & 1);
-    issue_tile_copies<D, kMixed>(p, ids, warp, lane, tiles_smem + stage * Tr::kTileBytes,
-                                 scales_smem + stage * kK * 32, bias_smem + stage * kK);
-  };
-  for (int j = 0; j < kAhead; ++j) {
-    issue(j);
-    ptx::cp_async_commit();
-  }
-  for (int i = 0; i < n; ++i) {
-    const int stage = i % Tr::kStages;
-    ptx::cp_async_wait<kAhead - 1>();
-    __syncwarp();  // a warp dequantizes the keys its own threads copied
-    if constexpr (kMixed) dequantize_tile<kK>(tiles_smem + stage * Tr::kTileBytes, scales_smem + stage * kK * 32, warp, lane);
-    ptx::fence_proxy_async_smem();  // the tile is read by wgmma (async proxy)
-    ptx::mbar_arrive(bars + 8 * stage);
-    issue(i + kAhead);
-    ptx::cp_async_commit();
+  if constexpr (kMixed) {
+    produce_mixed_tiles_via_registers<D>(p, t, kr, tiles_smem, bias_smem, bars);
+  } else {
+    constexpr int kK = Tr::kTileKeys, kPerWarp = kK / 4, kAhead = Tr::kStages - 1;
+    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int n = kr.tiles();
+    const auto entry_of = [&](int i) {  // lane l < kPerWarp: key kPerWarp · warp + l of tile i
+      if (i >= n || lane >= kPerWarp) return int32_t(-1);
+      int start, limit;
+      kr.tile(i, start, limit);
+      const int key = kPerWarp * warp + lane;
+      return start + key < limit ? key_entry(p, t, kr, start + key) : int32_t(-1);
+    };
+    int32_t ids_next = entry_of(0);  // loaded a tile before its copies
+    const auto issue = [&](int j) {
+      const int32_t ids = ids_next;
+      ids_next = entry_of(j + 1);
+      if (j >= n) return;
+      const int stage = j % Tr::kStages;
+      if (j >= Tr::kStages) ptx::mbar_wait(bars + 8 * (Tr::kStages + stage), ((j / Tr::kStages) - 1) & 1);
+      issue_tile_copies<D>(p, ids, warp, lane, tiles_smem + stage * Tr::kTileBytes, bias_smem + stage * kK);
+    };
+    for (int j = 0; j < kAhead; ++j) {
+      issue(j);
+      ptx::cp_async_commit();
+    }
+    for (int i = 0; i < n; ++i) {
+      ptx::cp_async_wait<kAhead - 1>();
+      ptx::fence_proxy_async_smem();  // the tile is read by wgmma (async proxy)
+      ptx::mbar_arrive(bars + 8 * (i % Tr::kStages));
+      issue(i + kAhead);
+      ptx::cp_async_commit();
+    }
   }
 }
 

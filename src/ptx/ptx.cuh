@@ -277,11 +277,6 @@ __device__ __forceinline__ void cp_async_16(u32 dst, const void* src, u32 src_by
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
-/// 4 bytes global → shared (both 4-byte aligned), zero-filled when `src_bytes` is 0.
-__device__ __forceinline__ void cp_async_4(u32 dst, const void* src, u32 src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
 /// Closes this thread's group of cp.async issued since the last commit (possibly empty).
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
