@@ -1,4 +1,4 @@
-from typing import Any, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Any, Literal, Mapping, NamedTuple, Optional, Tuple, Union
 
 import torch
 
@@ -133,10 +133,14 @@ class MixedKvCache(NamedTuple):
     @property
     def num_entries(self) -> int: ...
     def dequantize(self, dtype: torch.dtype = ...) -> torch.Tensor: ...
+    @classmethod
+    def from_rows(cls, rows: torch.Tensor) -> MixedKvCache: ...
 
 _MixedLike = Union[MixedKvCache, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
-def mixed_kv_cache(num_entries: int, device: Union[torch.device, str, None] = None) -> MixedKvCache: ...
+def mixed_kv_cache(
+    num_entries: int, device: Union[torch.device, str, None] = None, layout: Literal["dense", "rows"] = "dense"
+) -> MixedKvCache: ...
 def mixed_kv_cache_write(k: torch.Tensor, slots: torch.Tensor, cache: _MixedLike) -> None: ...
 def rope_(
     x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inverse: bool = False

@@ -17,9 +17,10 @@ import math
 from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from . import _C
-from ._check import BF16, F32, FP8, I32, check_devices, check_tensor
+from ._check import BF16, F32, FP8, I32, U8, check_devices, check_tensor
 from ._torch import _u8, current_stream, device_guard
 
 __all__ = ["MixedKvCache", "mixed_kv_cache", "mixed_kv_cache_write", "rope_", "sparse_attention", "attention_merge"]
@@ -31,6 +32,10 @@ NUM_SCALES = NOPE_DIMS // SCALE_GROUP
 MIXED_DIM = NOPE_DIMS + ROPE_DIMS
 HEAD_DIMS = (64, 128, 256, 512)
 MAX_WINDOW = 128
+# The row layout of a cache entry (include/moekit/attention.h): nope | rope | scales | pad.
+ROW_BYTES = 640
+ROPE_OFFSET = NOPE_DIMS
+SCALES_OFFSET = ROPE_OFFSET + 2 * ROPE_DIMS
 
 
 class MixedKvCache(NamedTuple):
@@ -39,35 +44,91 @@ class MixedKvCache(NamedTuple):
     Entry e's dims [0, 448) are ``nope[e, d] * scales[e, d // 64]`` (E4M3 codes times a power of
     two), dims [448, 512) are ``rope[e, d - 448]``. Any (nope, scales, rope) tuple of these
     shapes is accepted where a MixedKvCache is.
+
+    The three arrays may be strided (row strides in bytes: nope and rope multiples of 16, scales
+    of 4, each at least its row; last dim contiguous; nope and rope 16-byte aligned, scales
+    4-byte), e.g. views of one buffer of 640-byte rows ``[nope 448 B | rope 128 B | scales 28 B |
+    pad 36 B]`` (``mixed_kv_cache(n, layout="rows")``, ``MixedKvCache.from_rows(buf)``), so that
+    an entry sits in one place in memory (a paged cache). Overlapping arrays are not detected.
     """
 
-    nope: torch.Tensor    #: float8_e4m3fn (or uint8 codes) [N, 448], contiguous
-    scales: torch.Tensor  #: float32 [N, 7], contiguous
-    rope: torch.Tensor    #: bfloat16 [N, 64], contiguous
+    nope: torch.Tensor    #: float8_e4m3fn (or uint8 codes) [N, 448]
+    scales: torch.Tensor  #: float32 [N, 7]
+    rope: torch.Tensor    #: bfloat16 [N, 64]
 
     @property
     def num_entries(self) -> int:
         return self.nope.shape[0]
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The entries' values [N, 512] in `dtype` (exact in float32 and float64)."""
+        """The entries' values [N, 512] in `dtype` (exact in float32 and float64), dense."""
         nope = self.nope.view(torch.float8_e4m3fn).to(dtype)
         scales = self.scales.to(dtype).repeat_interleave(SCALE_GROUP, dim=1)
         return torch.cat([nope * scales, self.rope.to(dtype)], dim=1)
 
+    @classmethod
+    def from_rows(cls, rows: torch.Tensor) -> "MixedKvCache":
+        """The cache whose entry e is row e of `rows`, uint8 [N, 640] (last dim contiguous, row
+        stride a multiple of 16 bytes, 16-byte aligned): views, nothing is copied. Bytes [0, 448)
+        hold the E4M3 codes, [448, 576) the bf16 rope dims, [576, 604) the 7 float32 scales,
+        [604, 640) are never read or written. E.g. a paged cache [pages, page_size, 640] passes
+        ``rows = pages_buf.view(-1, 640)`` and entry index ``page * page_size + slot``."""
+        check_tensor(rows, "rows", U8, shape=(None, ROW_BYTES), desc="[N, 640]", last_dim_contiguous=True)
+        # Before the views: torch refuses a float32 view of a row stride or offset not divisible by 4.
+        if rows.shape[0] > 1 and rows.stride(0) % 16 != 0:
+            raise ValueError(f"moekit: the row stride of rows = {rows.stride(0)} bytes must be a multiple of 16")
+        if rows.shape[0] > 0 and _misalignment(rows, 16) != 0:
+            raise ValueError(f"moekit: rows must be 16-byte aligned, its data starts {_misalignment(rows, 16)} "
+                             "bytes past a multiple of 16")
+        cache = cls(
+            rows[:, :NOPE_DIMS].view(torch.float8_e4m3fn),
+            rows[:, SCALES_OFFSET:SCALES_OFFSET + 4 * NUM_SCALES].view(torch.float32),
+            rows[:, ROPE_OFFSET:SCALES_OFFSET].view(torch.bfloat16),
+        )
+        _check_mixed(cache, "rows")
+        return cache
 
-def mixed_kv_cache(num_entries: int, device: Union[torch.device, str, None] = None) -> MixedKvCache:
+
+def mixed_kv_cache(
+    num_entries: int, device: Union[torch.device, str, None] = None, layout: str = "dense"
+) -> MixedKvCache:
     """A zeroed MixedKvCache of `num_entries` entries on `device` (default: the current CUDA
-    device). An entry never written reads as all zeros."""
+    device). An entry never written reads as all zeros.
+
+    layout="dense": three contiguous arrays. layout="rows": one uint8 buffer [N, 640] whose row e
+    holds entry e (see MixedKvCache.from_rows), the arrays views of it with a row stride of 640
+    bytes. Both give the same results everywhere a MixedKvCache is taken.
+    """
     n = int(num_entries)
     if n < 0:
         raise ValueError(f"moekit: num_entries must be >= 0, got {num_entries}")
+    if layout not in ("dense", "rows"):
+        raise ValueError(f"moekit: layout must be 'dense' or 'rows', got {layout!r}")
     device = torch.device("cuda") if device is None else torch.device(device)
+    if layout == "rows":
+        return MixedKvCache.from_rows(torch.zeros((n, ROW_BYTES), dtype=torch.uint8, device=device))
     return MixedKvCache(
         torch.zeros((n, NOPE_DIMS), dtype=torch.float8_e4m3fn, device=device),
         torch.zeros((n, NUM_SCALES), dtype=torch.float32, device=device),
         torch.zeros((n, ROPE_DIMS), dtype=torch.bfloat16, device=device),
     )
+
+
+# C++'s rules for each array (validate_mixed_kv_strides; the kernels' 16-byte loads of nope and
+# rope): (name, row bytes = the least row stride, row stride multiple, address alignment).
+_MIXED_ROWS = (("nope", NOPE_DIMS, 16, 16), ("scales", 4 * NUM_SCALES, 4, 4), ("rope", 2 * ROPE_DIMS, 16, 16))
+
+
+def _misalignment(t: torch.Tensor, align: int) -> int:
+    # Dynamo cannot trace a tensor's address nor its storage offset: there the library's checks of
+    # the alignment its kernels need raise ValueError when the op runs. Fake and meta tensors have
+    # no memory: the offset into the storage stands in (exact where torch allocated the storage, at
+    # least 64-byte aligned).
+    if torch.compiler.is_compiling():
+        return 0
+    if t.is_meta or is_fake(t):
+        return t.storage_offset() * t.element_size() % align
+    return t.data_ptr() % align
 
 
 def _check_mixed(cache, name: str, alternative: str = "") -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -76,10 +137,19 @@ def _check_mixed(cache, name: str, alternative: str = "") -> Tuple[torch.Tensor,
             f"moekit: {name} must be {alternative}a MixedKvCache (nope, scales, rope), got {type(cache).__name__}"
         )
     nope, scales, rope = cache
-    check_tensor(nope, "nope", FP8, shape=(None, NOPE_DIMS), desc="[N, 448]", contiguous=True)
+    check_tensor(nope, "nope", FP8, shape=(None, NOPE_DIMS), desc="[N, 448]", last_dim_contiguous=True)
     n = nope.shape[0]
-    check_tensor(scales, "scales", F32, shape=(n, NUM_SCALES), desc=f"[N, 7] = [{n}, 7]", contiguous=True)
-    check_tensor(rope, "rope", BF16, shape=(n, ROPE_DIMS), desc=f"[N, 64] = [{n}, 64]", contiguous=True)
+    check_tensor(scales, "scales", F32, shape=(n, NUM_SCALES), desc=f"[N, 7] = [{n}, 7]", last_dim_contiguous=True)
+    check_tensor(rope, "rope", BF16, shape=(n, ROPE_DIMS), desc=f"[N, 64] = [{n}, 64]", last_dim_contiguous=True)
+    for t, (part, row, multiple, align) in zip((nope, scales, rope), _MIXED_ROWS):
+        # With one entry or none the row stride is never used (the binding passes the dense one).
+        stride = t.stride(0) * t.element_size()
+        if n > 1 and (stride < row or stride % multiple != 0):
+            raise ValueError(f"moekit: the row stride of {part} = {stride} bytes must be >= {row} and a multiple of "
+                             f"{multiple} (strides {tuple(t.stride())} in {t.element_size()}-byte elements)")
+        if n > 0 and _misalignment(t, align) != 0:
+            raise ValueError(f"moekit: {part} must be {align}-byte aligned, its data starts "
+                             f"{_misalignment(t, align)} bytes past a multiple of {align}")
     return nope, scales, rope
 
 
@@ -167,6 +237,10 @@ def _attention_merge_fake(o_partials, lse_partials, weight_logits, sink):
 def _mixed_kv_cache_write_op(
     k: torch.Tensor, slots: torch.Tensor, nope: torch.Tensor, scales: torch.Tensor, rope: torch.Tensor
 ) -> None:
+    """Writes k's rows into the cache; scales and rope come as float32 / bfloat16 or as uint8 views
+    of their bytes (see _write_args)."""
+    if scales.dtype == torch.uint8:
+        scales, rope = scales.view(torch.float32), rope.view(torch.bfloat16)
     with device_guard(k.device):
         _C.mixed_kv_cache_write(k, slots, _u8(nope), scales, rope, current_stream(k.device))
 
@@ -174,6 +248,18 @@ def _mixed_kv_cache_write_op(
 @_mixed_kv_cache_write_op.register_fake
 def _mixed_kv_cache_write_fake(k, slots, nope, scales, rope) -> None:
     return None
+
+
+def _write_args(nope: torch.Tensor, scales: torch.Tensor, rope: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    """The cache arrays as the writer op takes them. Dense arrays as they are: under torch.compile
+    they are the graph's inputs, written in place. Strided ones as uint8 views: a rows cache built
+    in a compiled region (MixedKvCache.from_rows) holds views of another dtype than their buffer,
+    and torch 2.11's functionalization regenerates a mutated view of another dtype than its base in
+    the wrong units (inductor then corrupts the buffer); uint8 views of a uint8 buffer regenerate
+    right (inductor copies the buffer around the op instead of writing it in place)."""
+    if (nope.stride(0), scales.stride(0), rope.stride(0)) == (NOPE_DIMS, NUM_SCALES, ROPE_DIMS):
+        return nope, scales, rope
+    return nope.view(torch.uint8), scales.view(torch.uint8), rope.view(torch.uint8)
 
 
 # Not "rope_": torch reserves a trailing underscore for its own in-place overloads.
@@ -218,7 +304,7 @@ def sparse_attention(
 
     q: bfloat16 [T, H, D], contiguous; D in (64, 128, 256, 512).
     kv: the cache, either bfloat16 rows [N, D] (contiguous) or a MixedKvCache / (nope, scales,
-        rope) tuple (D must be 512; see moekit.MixedKvCache).
+        rope) tuple (D must be 512), dense or strided, e.g. 640-byte rows (see moekit.MixedKvCache).
     Source 0, the indexer's top-k: token t attends to ``topk_indices[t, j]`` for
         ``j < topk_lens[t]``. topk_indices int32 [T, topk]; topk_lens int32 [T] (None: all topk).
     Source 1, the sliding window of token t's request ``r = token_request[t]`` (token_request
@@ -369,7 +455,8 @@ def mixed_kv_cache_write(
 
     k: bfloat16 [T, 512], last dim contiguous (row stride a multiple of 8).
     slots: int32 [T]; a slot < 0 or >= N is skipped (nothing written); slots must be distinct.
-    cache: a MixedKvCache (or (nope, scales, rope)) of N entries.
+    cache: a MixedKvCache (or (nope, scales, rope)) of N entries, dense or strided (e.g. 640-byte
+        rows; see moekit.MixedKvCache); only the written entries' bytes change, a row's pad never.
     Each group of 64 of the first 448 dims gets the smallest power-of-two scale s with
     amax / s <= 448 (1 for an all-zero group) and codes e4m3(x / s) (round to nearest, saturating);
     the last 64 dims are copied as they are.
@@ -381,7 +468,7 @@ def mixed_kv_cache_write(
     check_devices([("k", k), ("slots", slots), ("nope", nope), ("scales", scales), ("rope", rope)])
     if t == 0 or nope.shape[0] == 0:
         return
-    torch.ops.moekit.mixed_kv_cache_write(k, slots, nope, scales, rope)
+    torch.ops.moekit.mixed_kv_cache_write(k, slots, *_write_args(nope, scales, rope))
 
 
 def rope_(

@@ -54,29 +54,53 @@ int as_int(int64_t v, const Tensor& t, const char* what) {
   return static_cast<int>(v);
 }
 
-/// The mixed cache's three arrays, their entry count taken from nope.
+/// The mixed cache's three arrays, their entry count taken from nope. Each may be strided (rows of
+/// one buffer, a paged cache): its last dim contiguous, its row stride passed on in bytes; the
+/// library checks the alignment.
 struct MixedTensors {
   Tensor nope, scales, rope;
+  int64_t nope_stride = 0, scales_stride = 0, rope_stride = 0;  // bytes
   MixedKvCache cache() const {
     MixedKvCache c;
     c.nope = static_cast<uint8_t*>(nope.data());
     c.scales = static_cast<float*>(scales.data());
     c.rope = rope.data();
     c.num_entries = nope.size(0);
+    c.nope_stride = nope_stride;
+    c.scales_stride = scales_stride;
+    c.rope_stride = rope_stride;
     return c;
   }
 };
+
+/// One array of the mixed cache, shape [n, cols] (n = -1: any), its last dim contiguous; returns its
+/// row stride in bytes, the dense one when n <= 1 (a single row's stride is never used, and torch's
+/// may then be anything). The stride rules are the library's (validate_mixed_kv_strides), checked
+/// here too: sparse_attention asks for its workspace size, which needs a GPU, before the library
+/// sees the cache.
+Tensor mixed_rows(nb::handle obj, const char* name, std::initializer_list<nb::dlpack::dtype> dtypes, int64_t n,
+                  int64_t cols, int64_t elem_bytes, int64_t multiple, DeviceScope& devices, int64_t& stride_bytes) {
+  Tensor t = cuda_tensor(obj, name, dtypes, 2, devices);
+  expect_shape(t, {n, cols});
+  stride_bytes = row_stride(t, 0, cols) * elem_bytes;
+  if (stride_bytes < cols * elem_bytes || stride_bytes % multiple != 0)
+    fail(name, "expected a row stride of at least " + std::to_string(cols * elem_bytes) + " bytes, a multiple of " +
+                   std::to_string(multiple) + ", got " + std::to_string(stride_bytes) + " bytes (strides " +
+                   t.strides_str() + ")");
+  return t;
+}
 
 MixedTensors mixed_tensors(nb::handle nope_obj, nb::handle scales_obj, nb::handle rope_obj, DeviceScope& devices) {
   // A missing part is a ValueError like any other inconsistent combination (not "not a tensor").
   const std::pair<nb::handle, const char*> parts[] = {{nope_obj, "nope"}, {scales_obj, "scales"}, {rope_obj, "rope"}};
   for (const auto& [obj, name] : parts)
     if (obj.is_none()) fail(name, "the mixed FP8 cache needs nope, scales and rope together, got None");
-  Tensor nope = dense(nope_obj, "nope", kFp8Types, {-1, Mixed::kNope}, devices);
-  const int64_t n = nope.size(0);
-  Tensor scales = dense(scales_obj, "scales", {kFloat32}, {n, Mixed::kScales}, devices);
-  Tensor rope = dense(rope_obj, "rope", {kBFloat16}, {n, Mixed::kRope}, devices);
-  return {nope, scales, rope};
+  MixedTensors m;
+  m.nope = mixed_rows(nope_obj, "nope", kFp8Types, -1, Mixed::kNope, 1, 16, devices, m.nope_stride);
+  const int64_t n = m.nope.size(0);
+  m.scales = mixed_rows(scales_obj, "scales", {kFloat32}, n, Mixed::kScales, 4, 4, devices, m.scales_stride);
+  m.rope = mixed_rows(rope_obj, "rope", {kBFloat16}, n, Mixed::kRope, 2, 16, devices, m.rope_stride);
+  return m;
 }
 
 /// One sparse_attention call's inputs, checked, as the library's structs. Holds the tensors (their
@@ -290,7 +314,8 @@ void bind_attention(nb::module_& m) {
   m.def("mixed_kv_cache_write", &mixed_kv_cache_write, "k"_a.none(), "slots"_a.none(), "nope"_a.none(),
         "scales"_a.none(), "rope"_a.none(), "stream"_a = 0,
         "Writes k (bf16 [T, 512], last dim contiguous) into the mixed FP8 cache (nope fp8/uint8 [N, 448], scales "
-        "f32 [N, 7], rope bf16 [N, 64]) at entries slots (int32 [T]; < 0 or >= N: skipped).");
+        "f32 [N, 7], rope bf16 [N, 64]; each last dim contiguous, rows strided as MixedKvCache allows) at entries "
+        "slots (int32 [T]; < 0 or >= N: skipped).");
   m.def("rope_", &rope_, "x"_a.none(), "positions"_a.none(), "cos"_a.none(), "sin"_a.none(), "inverse"_a = false,
         "stream"_a = 0,
         "RoPE in place on the last 64 dims of x (bf16 [T, heads, dim]), interleaved pairs, angles of positions "
@@ -305,11 +330,11 @@ void bind_attention(nb::module_& m) {
         "o"_a.none() = nb::none(), "lse"_a.none() = nb::none(), "o_partial"_a.none() = nb::none(),
         "lse_partial"_a.none() = nb::none(), "workspace"_a.none() = nb::none(), "stream"_a = 0,
         "Sparse MQA attention (include/moekit/attention.h): q bf16 [T, H, D] over kv (bf16 [N, D]) or the mixed "
-        "cache (nope, scales, rope; D = 512), sources top-k (topk_indices [T, topk], topk_lens [T]) and window "
-        "(window_indices [R, W], window_lens [R], token_request [T], window_positions [R, W], query_positions [T]), "
-        "sink f32 [H], softmax_scale (None: 1/sqrt(D)). Outputs: o bf16 [T, H, D] and lse f32 [T, H] "
-        "(normalized), or o_partial f32 [2, T, H, D] and lse_partial f32 [2, T, H]; workspace uint8 of "
-        "sparse_attention_workspace_bytes.");
+        "cache (nope, scales, rope; D = 512; rows may be strided), sources top-k (topk_indices [T, topk], "
+        "topk_lens [T]) and window (window_indices [R, W], window_lens [R], token_request [T], window_positions "
+        "[R, W], query_positions [T]), sink f32 [H], softmax_scale (None: 1/sqrt(D)). Outputs: o bf16 [T, H, D] "
+        "and lse f32 [T, H] (normalized), or o_partial f32 [2, T, H, D] and lse_partial f32 [2, T, H]; workspace "
+        "uint8 of sparse_attention_workspace_bytes.");
   m.def("sparse_attention_workspace_bytes", &workspace_bytes, "q"_a.none(), "kv"_a.none() = nb::none(),
         "nope"_a.none() = nb::none(), "scales"_a.none() = nb::none(), "rope"_a.none() = nb::none(),
         "topk_indices"_a.none() = nb::none(), "topk_lens"_a.none() = nb::none(),

@@ -267,7 +267,7 @@ def test_public_api_is_exported():
     for name in ("sparse_attention", "attention_merge", "mixed_kv_cache_write", "rope_inplace"):
         assert hasattr(torch.ops.moekit, name), name
     for f in (moekit.sparse_attention, moekit.attention_merge, moekit.mixed_kv_cache_write, moekit.rope_,
-              moekit.mixed_kv_cache):
+              moekit.mixed_kv_cache, moekit.MixedKvCache.from_rows, moekit.MixedKvCache):
         assert f.__doc__ and len(f.__doc__) > 100, f.__name__
 
 
@@ -416,11 +416,11 @@ def test_cache_write_and_rope_validation_on_cpu():
 # ---------------------------------------------------------------------------------------------
 # Fakes and tracing (fake CUDA tensors: nothing runs)
 # ---------------------------------------------------------------------------------------------
-def _fake_inputs(mode, t=3, h=64):
+def _fake_inputs(mode, t=3, h=64, layout="dense"):
     with mode:
         dev = "cuda"
         return dict(
-            q=torch.empty((t, h, 512), dtype=BF, device=dev), cache=moekit.mixed_kv_cache(N, dev),
+            q=torch.empty((t, h, 512), dtype=BF, device=dev), cache=moekit.mixed_kv_cache(N, dev, layout=layout),
             k=torch.empty((t, 512), dtype=BF, device=dev), slots=torch.empty(t, dtype=torch.int32, device=dev),
             ti=torch.empty((t, 32), dtype=torch.int32, device=dev),
             wi=torch.empty((t, 16), dtype=torch.int32, device=dev),
@@ -429,11 +429,12 @@ def _fake_inputs(mode, t=3, h=64):
 
 
 @needs_torch
-def test_fakes_give_the_output_shapes():
+@pytest.mark.parametrize("layout", ["dense", "rows"])
+def test_fakes_give_the_output_shapes(layout):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     mode = FakeTensorMode()
-    x = _fake_inputs(mode)
+    x = _fake_inputs(mode, layout=layout)
     with mode:
         o, lse = moekit.sparse_attention(x["q"], x["cache"], topk_indices=x["ti"], window_indices=x["wi"])
         assert (o.shape, o.dtype, lse.shape, lse.dtype) == ((3, 64, 512), BF, (3, 64), torch.float32)
@@ -446,7 +447,8 @@ def test_fakes_give_the_output_shapes():
 
 
 @needs_torch
-def test_fullgraph_trace_without_a_gpu():
+@pytest.mark.parametrize("layout", ["dense", "rows"])
+def test_fullgraph_trace_without_a_gpu(layout):
     """Dynamo traces a function of all four ops into one graph (fullgraph: no break)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -465,7 +467,7 @@ def test_fullgraph_trace_without_a_gpu():
         return o + mo, lse
 
     mode = FakeTensorMode()
-    x = _fake_inputs(mode)
+    x = _fake_inputs(mode, layout=layout)
     torch._dynamo.reset()
     with mode:
         o, lse = torch.compile(step, backend=backend, fullgraph=True)(

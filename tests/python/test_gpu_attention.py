@@ -2,7 +2,8 @@
 the mixed cache's writer (bit exact), RoPE, sparse attention over bf16 and mixed caches (−1 and
 out-of-range indices, ragged lengths, the causal window of prefill, shared request windows, sink on
 and off, a token with nothing to attend), per-source partials and attention_merge with weight
-logits, CUDA graph capture and torch.compile(fullgraph=True).
+logits, CUDA graph capture and torch.compile(fullgraph=True); the mixed cache as views of one
+buffer of rows bit for bit the same as the dense cache, eager and compiled.
 
 The references attend to the cache's values as the kernel reads them: a bf16 cache as is, a mixed
 cache dequantized (E4M3 code × power-of-two scale, rope dims as stored), so o's error is the
@@ -388,4 +389,110 @@ def test_torch_compile_fullgraph():
     pb.topk_lens = pb.window_lens = None
     pb.keys = [pb._sources(i) for i in range(pb.t)]
     check(compiled[0], compiled[1], *reference(pb, sink=pb.sink), "compiled")
+    torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------------------------------------
+# The mixed cache as views of one buffer of rows (MixedKvCache.from_rows)
+# ---------------------------------------------------------------------------------------------
+PAD = 0xA5  # a row's bytes past its entry, which no kernel may touch
+
+
+def _rows_copy(cache, row=640):
+    """(rows cache, its buffer): MixedKvCache.from_rows of a uint8 [N, row] buffer (row >= 640, a
+    multiple of 16) holding the bytes of `cache`; every other byte of the buffer is PAD."""
+    buf = torch.full((cache.num_entries, row), PAD, dtype=torch.uint8, device=DEV)
+    rows = moekit.MixedKvCache.from_rows(buf[:, :640])
+    rows.nope.view(torch.uint8).copy_(cache.nope.view(torch.uint8))
+    rows.scales.copy_(cache.scales)
+    rows.rope.copy_(cache.rope)
+    assert rows.nope.stride(0) == row and torch.equal(rows.dequantize(), cache.dequantize())
+    return rows, buf
+
+
+# (T, H, topk, window, requests (0: one window per token), causal, sink); all over the mixed cache.
+ROWS_CASES = [
+    pytest.param(1, 128, 512, 128, 0, False, True, id="decode-split-sink"),
+    pytest.param(3, 64, 200, 100, 0, True, False, id="decode3-causal-empty-token"),
+    pytest.param(40, 128, 256, 128, 2, True, True, id="prefill40-2req-causal-sink"),
+]
+
+
+@pytest.mark.parametrize("row", [640, 656])
+@pytest.mark.parametrize("t,h,topk,window,requests,causal,sink", ROWS_CASES)
+def test_rows_cache_attention_equals_dense(t, h, topk, window, requests, causal, sink, row):
+    pb = Problem(t, h, 512, True, topk, window, requests, causal, sink, seed=t * 11 + h + topk)
+    rows, buf = _rows_copy(pb.kv, row)
+    for partials in (False, True):
+        dense_out = moekit.sparse_attention(pb.q, pb.kv, **pb.kwargs(), return_partials=partials)
+        rows_out = moekit.sparse_attention(pb.q, rows, **pb.kwargs(), return_partials=partials)
+        for a, b, name in zip(dense_out, rows_out, ("o", "lse")):
+            assert torch.equal(a, b), f"{name} over {row}-byte rows (partials {partials}) differs from the dense one"
+    o, lse = moekit.sparse_attention(pb.q, tuple(rows), **pb.kwargs())  # a plain tuple of the views
+    check(o, lse, *reference(pb, sink=pb.sink), f"{row}-byte rows")
+    torch.cuda.synchronize()
+    assert (buf[:, 604:] == PAD).all()
+
+
+@pytest.mark.parametrize("row", [640, 656])
+def test_rows_cache_write_equals_dense(row):
+    t, n = 50, 80
+    g = _gen(19)
+    k = (torch.randn((t, 512), generator=g, device=DEV) * torch.pow(2.0, _randint(-6, 7, (t, 1), g).float()))
+    k = k.to(torch.bfloat16)
+    k[3, 64:128] = 0  # an all-zero group
+    slots = torch.randperm(n, generator=g, device=DEV)[:t].to(torch.int32)
+    slots[5], slots[6] = -1, n + 3  # skipped
+    dense = moekit.mixed_kv_cache(n, DEV)
+    rows, buf = _rows_copy(dense, row)
+    moekit.mixed_kv_cache_write(k, slots, dense)
+    moekit.mixed_kv_cache_write(k, slots, rows)
+    # Rows of a wider k (row stride 520 elements) into a second rows cache: the same bytes again.
+    wide = torch.zeros((t, 520), dtype=torch.bfloat16, device=DEV)[:, :512]
+    wide.copy_(k)
+    rows2, buf2 = _rows_copy(moekit.mixed_kv_cache(n, DEV), row)
+    moekit.mixed_kv_cache_write(wide, slots, rows2)
+    for r, b in ((rows, buf), (rows2, buf2)):
+        assert torch.equal(r.nope.view(torch.uint8), dense.nope.view(torch.uint8))
+        assert torch.equal(r.scales.view(torch.int32), dense.scales.view(torch.int32))
+        assert torch.equal(r.rope.view(torch.int16), dense.rope.view(torch.int16))
+        assert (b[:, 604:] == PAD).all(), "the writer touched bytes past an entry"
+    assert dense.scales.abs().sum() > 0
+
+
+def _attend(q, cache, topk_indices, window_indices, window_positions, query_positions, sink):
+    return moekit.sparse_attention(q, cache, topk_indices=topk_indices, window_indices=window_indices,
+                                   window_positions=window_positions, query_positions=query_positions, sink=sink)
+
+
+def _write_and_attend(q, rows_buf, k, slots, *inputs):
+    # The buffer comes in, the views are made here: see docs/python.md §Attention.
+    cache = moekit.MixedKvCache.from_rows(rows_buf)
+    moekit.mixed_kv_cache_write(k, slots, cache)
+    return _attend(q, cache, *inputs)
+
+
+def test_torch_compile_rows_cache():
+    pb = Problem(3, 64, 512, True, 200, 100, 0, True, True, seed=43)
+    inputs = (pb.topk_indices, pb.window_indices, pb.window_positions, pb.query_positions, pb.sink)
+    rows, buf = _rows_copy(pb.kv)
+    torch._dynamo.reset()
+    compiled = torch.compile(_attend, fullgraph=True)(pb.q, rows, *inputs)
+    eager = _attend(pb.q, pb.kv, *inputs)
+    for a, b, name in zip(compiled, eager, ("o", "lse")):
+        assert torch.equal(a, b), f"{name}: compiled over the rows cache differs from eager over the dense one"
+
+    # New keys into three entries that token 0 attends (its lists are full).
+    slots = torch.tensor(sorted(set(pb.keys[0][0]))[:3], dtype=torch.int32, device=DEV)
+    k = torch.randn((3, 512), generator=_gen(44), device=DEV).to(torch.bfloat16)
+    dense = moekit.MixedKvCache(*(x.clone() for x in pb.kv))
+    moekit.mixed_kv_cache_write(k, slots, dense)
+    eager = _attend(pb.q, dense, *inputs)
+    torch._dynamo.reset()
+    compiled = torch.compile(_write_and_attend, fullgraph=True)(pb.q, buf, k, slots, *inputs)
+    for a, b, name in zip(compiled, eager, ("o", "lse")):
+        assert torch.equal(a, b), f"{name}: compiled write + attention over the rows buffer differs from eager"
+    assert torch.equal(rows.nope.view(torch.uint8), dense.nope.view(torch.uint8))
+    assert torch.equal(rows.scales, dense.scales) and torch.equal(rows.rope, dense.rope)
+    assert (buf[:, 604:] == PAD).all()
     torch._dynamo.reset()
