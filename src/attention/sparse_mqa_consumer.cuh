@@ -65,6 +65,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[kK / 2], const float* 
 }
 
 template <int kAcc>
+__device__ __forceinline__ void zero(float (&o)[kAcc]) {
+#pragma unroll
+  for (int j = 0; j < kAcc; ++j) o[j] = 0.0f;
+}
+
+template <int kAcc>
 __device__ __forceinline__ void rescale(float (&o)[kAcc], const float (&alpha)[2]) {
 #pragma unroll
   for (int j = 0; j < kAcc; ++j) o[j] *= alpha[(j >> 1) & 1];
@@ -176,13 +182,12 @@ constexpr uint32_t kBarPReady = 1, kBarPFree = 3, kBarRows = 5;
 // The only consumer (D ≤ 128): every dim.
 template <int D>
 __device__ __forceinline__ void consume_tiles(const SparseMqaParams& p, int64_t t, int split, int hb,
-                                              const KeyRanges<SparseMqaTraits<D>::kTileKeys>& kr, uint32_t q_smem, uint32_t tiles_smem,
-                                              const float* bias_smem, uint32_t bars) {
+                                              const KeyRanges<SparseMqaTraits<D>::kTileKeys>& kr, uint32_t q_smem,
+                                              uint32_t tiles_smem, const float* bias_smem, uint32_t bars) {
   using Tr = SparseMqaTraits<D>;
   constexpr int kK = Tr::kTileKeys;
   float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const uint64_t desc_q = ptx::smem_desc_k_sw128(q_smem);
   for (int i = 0; i < kr.tiles(); ++i) {
@@ -204,15 +209,15 @@ __device__ __forceinline__ void consume_tiles(const SparseMqaParams& p, int64_t 
 // Consumer 0 of two (D ≥ 256): S and the softmax of every tile, once; P and the rows' rescale
 // factors go to shared memory for consumer 1; then O += P·V for the lower half of the dims.
 template <int D>
-__device__ __forceinline__ void score_tiles(const SparseMqaParams& p, int64_t t, int split, int hb, const KeyRanges<SparseMqaTraits<D>::kTileKeys>& kr,
-                                            uint32_t q_smem, uint32_t tiles_smem, const float* bias_smem,
-                                            uint32_t p_smem, float* alpha_smem, float* rows_smem, uint32_t bars) {
+__device__ __forceinline__ void score_tiles(const SparseMqaParams& p, int64_t t, int split, int hb,
+                                            const KeyRanges<SparseMqaTraits<D>::kTileKeys>& kr, uint32_t q_smem,
+                                            uint32_t tiles_smem, const float* bias_smem, uint32_t p_smem,
+                                            float* alpha_smem, float* rows_smem, uint32_t bars) {
   using Tr = SparseMqaTraits<D>;
   constexpr int kN = D / 2, kK = Tr::kTileKeys;
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, r0 = 16 * warp + (lane >> 2);
   float o[kN / 2];
-#pragma unroll
-  for (int i = 0; i < kN / 2; ++i) o[i] = 0.0f;
+  zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const uint64_t desc_q = ptx::smem_desc_k_sw128(q_smem);
   const int n = kr.tiles();
@@ -250,14 +255,14 @@ __device__ __forceinline__ void score_tiles(const SparseMqaParams& p, int64_t t,
 // consumer 0.
 template <int D>
 __device__ __forceinline__ void accumulate_tiles(const SparseMqaParams& p, int64_t t, int split, int hb,
-                                                 const KeyRanges<SparseMqaTraits<D>::kTileKeys>& kr, uint32_t tiles_smem, uint32_t p_smem,
-                                                 const float* alpha_smem, const float* rows_smem, uint32_t bars) {
+                                                 const KeyRanges<SparseMqaTraits<D>::kTileKeys>& kr,
+                                                 uint32_t tiles_smem, uint32_t p_smem, const float* alpha_smem,
+                                                 const float* rows_smem, uint32_t bars) {
   using Tr = SparseMqaTraits<D>;
   constexpr int kN = D / 2, kK = Tr::kTileKeys;
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, r0 = 16 * warp + (lane >> 2);
   float o[kN / 2];
-#pragma unroll
-  for (int i = 0; i < kN / 2; ++i) o[i] = 0.0f;
+  zero(o);
   const int n = kr.tiles();
   for (int i = 0; i < n; ++i) {
     const int stage = i % Tr::kStages, b = i & 1;
