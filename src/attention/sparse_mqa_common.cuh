@@ -33,7 +33,7 @@ struct SparseMqaParams {
 template <int D>
 struct SparseMqaTraits {
   // Tiles of 64 keys; at dim 512 two stages (four of 32 keys measured slower: 267 against 276
-  // TFLOPS mixed, 307 against 334 bf16, h128 top-k 2048 T = 128, H100, 2026-11-27).
+  // TFLOPS mixed, 307 against 334 bf16, h128 top-k 2048 T = 128, H100, 2026-11-27, two runs).
   static constexpr int kTileKeys = 64;
   static constexpr int kHeads = 64;
   static constexpr int kChunkBytes = kTileKeys * 128;  // a tile's 64 dims (one swizzle span) of every key
@@ -107,6 +107,18 @@ __device__ __forceinline__ int32_t key_entry(const SparseMqaParams& p, int64_t t
     if (p.window_positions != nullptr && __ldg(p.window_positions + j) > __ldg(p.query_positions + t)) e = -1;
   }
   return (e >= 0 && e < p.num_entries) ? e : -1;
+}
+
+// The producer's entry ids of tile i: lane l < kK / 4 of warp w holds the entry (or −1) of the
+// tile's key kK / 4 · w + l; −1 past the last tile.
+template <int kK>
+__device__ __forceinline__ int32_t warp_tile_ids(const SparseMqaParams& p, int64_t t, const KeyRanges<kK>& kr, int i,
+                                                 int warp, int lane) {
+  if (i >= kr.tiles() || lane >= kK / 4) return -1;
+  int start, limit;
+  kr.tile(i, start, limit);
+  const int key = kK / 4 * warp + lane;
+  return start + key < limit ? key_entry(p, t, kr, start + key) : -1;
 }
 
 }  // namespace moekit::attn

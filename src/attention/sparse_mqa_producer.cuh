@@ -47,7 +47,7 @@ __device__ __forceinline__ void issue_tile_copies(const SparseMqaParams& p, int3
 // the next tile's loads are issued as soon as a tile is stored, before its stage is free, and the
 // codes are dequantized on their way into the tile. Measured on the H100 (2026-11-27, h128 top-k
 // 2048): T = 128 237.9 µs, prefill 333 TFLOPS, against 262.2 µs / 301 TFLOPS with the raw codes
-// copied by cp.async into the tile and dequantized there (the bf16 path's gather): one pass over
+// copied by cp.async into the tile and dequantized in place: one pass over
 // shared memory instead of three.
 
 struct MixedKeyRegs {
@@ -100,13 +100,7 @@ __device__ __forceinline__ void produce_mixed_tiles_via_registers(const SparseMq
   static_assert(Tr::kTileKeys == 64, "four lanes per key, two rounds of 8 keys per warp");
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int n = kr.tiles();
-  const auto entry_of = [&](int i) {  // lane l < 16: key 16 · warp + l of tile i
-    if (i >= n || lane >= 16) return int32_t(-1);
-    int start, limit;
-    kr.tile(i, start, limit);
-    const int key = 16 * warp + lane;
-    return start + key < limit ? key_entry(p, t, kr, start + key) : int32_t(-1);
-  };
+  const auto entry_of = [&](int i) { return warp_tile_ids(p, t, kr, i, warp, lane); };
   MixedKeyRegs r[2];
   const auto load_tile = [&](int32_t ids) {
 #pragma unroll
@@ -144,16 +138,10 @@ __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t 
   if constexpr (kMixed) {
     produce_mixed_tiles_via_registers<D>(p, t, kr, tiles_smem, bias_smem, bars);
   } else {
-    constexpr int kK = Tr::kTileKeys, kPerWarp = kK / 4, kAhead = Tr::kStages - 1;
+    constexpr int kK = Tr::kTileKeys, kAhead = Tr::kStages - 1;
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     const int n = kr.tiles();
-    const auto entry_of = [&](int i) {  // lane l < kPerWarp: key kPerWarp · warp + l of tile i
-      if (i >= n || lane >= kPerWarp) return int32_t(-1);
-      int start, limit;
-      kr.tile(i, start, limit);
-      const int key = kPerWarp * warp + lane;
-      return start + key < limit ? key_entry(p, t, kr, start + key) : int32_t(-1);
-    };
+    const auto entry_of = [&](int i) { return warp_tile_ids(p, t, kr, i, warp, lane); };
     int32_t ids_next = entry_of(0);  // loaded a tile before its copies
     const auto issue = [&](int j) {
       const int32_t ids = ids_next;
