@@ -146,6 +146,60 @@ double nccl_all_to_all_us(const detail::NcclGroup& group, std::vector<RankState>
   return *std::max_element(us.begin(), us.end());
 }
 
+// One rank's layer over `comm` for its first T tokens (y: `y`), weights prepared and the kernels
+// loaded by three forwards (collective: every rank builds its layers in the same order).
+struct RankLayer {
+  std::unique_ptr<MoeEpLayer> layer;
+  DeviceBuffer prepared, ws;
+  MoeEpForwardArgs args;
+};
+
+RankLayer rank_layer(const Preset& p, ncclComm_t comm, RankState& s, void* y, int64_t t, MoeEpMode mode) {
+  MoeEpConfig cfg;
+  cfg.layer = preset_moe_config(p, 0, MoeGemm1Input::kAuto, nullptr);
+  cfg.layer.routing.reset();
+  cfg.mode = mode;
+  cfg.max_tokens_per_rank = std::max<int64_t>(t, 1);
+  RankLayer l;
+  l.layer = std::make_unique<MoeEpLayer>(cfg, comm);
+  l.prepared = DeviceBuffer(l.layer->prepared_weight_bytes());
+  l.ws = DeviceBuffer(l.layer->workspace_size());
+  l.layer->prepare_weights({s.w1.get(), s.sw1.as<float>(), s.w2.get(), s.sw2.as<float>()}, l.prepared.get(),
+                           l.prepared.bytes(), s.stream);
+  MoeEpForwardArgs& a = l.args;
+  a.num_tokens = t;
+  a.x = s.x.get();
+  a.y = y;
+  a.topk_ids = s.ids.as<int32_t>();
+  a.topk_weights = s.w.as<float>();
+  a.workspace = l.ws.get();
+  a.workspace_bytes = l.ws.bytes();
+  for (int i = 0; i < 3; ++i) l.layer->forward(a, s.stream);
+  MOEKIT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  return l;
+}
+
+// Low latency runs as a decode engine runs it: one captured forward, replayed (nullptr for high
+// throughput, which runs eagerly).
+cudaGraphExec_t capture_low_latency(const RankLayer& l, cudaStream_t stream) {
+  if (l.layer->config().mode != MoeEpMode::kLowLatency) return nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  MOEKIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  l.layer->forward(l.args, stream);
+  MOEKIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  MOEKIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaGraphDestroy(graph);
+  return exec;
+}
+
+void run_forward(const RankLayer& l, cudaGraphExec_t exec, cudaStream_t stream) {
+  if (exec)
+    MOEKIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  else
+    l.layer->forward(l.args, stream);
+}
+
 StageTimes time_layer(const Preset& p, const detail::NcclGroup& group, std::vector<RankState>& ranks, int64_t t,
                       MoeEpMode mode, int reps) {
   const int g = group.size();
@@ -153,46 +207,16 @@ StageTimes time_layer(const Preset& p, const detail::NcclGroup& group, std::vect
   std::barrier sync(g);
   on_ranks(g, [&](int r) {
     RankState& s = ranks[size_t(r)];
-    MoeEpConfig cfg;
-    cfg.layer = preset_moe_config(p, 0, MoeGemm1Input::kAuto, nullptr);
-    cfg.layer.routing.reset();
-    cfg.mode = mode;
-    cfg.max_tokens_per_rank = std::max<int64_t>(t, 1);
-    MoeEpLayer layer(cfg, group.comm(r));
-    DeviceBuffer prepared(layer.prepared_weight_bytes()), ws(layer.workspace_size());
-    layer.prepare_weights({s.w1.get(), s.sw1.as<float>(), s.w2.get(), s.sw2.as<float>()}, prepared.get(),
-                          prepared.bytes(), s.stream);
-    MoeEpForwardArgs a;
-    a.num_tokens = t;
-    a.x = s.x.get();
-    a.y = s.y.get();
-    a.topk_ids = s.ids.as<int32_t>();
-    a.topk_weights = s.w.as<float>();
-    a.workspace = ws.get();
-    a.workspace_bytes = ws.bytes();
-    for (int i = 0; i < 3; ++i) layer.forward(a, s.stream);
-    MOEKIT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    const RankLayer l = rank_layer(p, group.comm(r), s, s.y.get(), t, mode);
     detail::MoeStageTrace trace;
     MOEKIT_CUDA_CHECK(cudaEventCreate(&trace.start));
     for (auto& e : trace.events) MOEKIT_CUDA_CHECK(cudaEventCreate(&e));
     detail::moe_stage_trace() = &trace;
-    // Low latency runs as a decode engine runs it: one captured forward, replayed.
-    cudaGraphExec_t exec = nullptr;
-    if (mode == MoeEpMode::kLowLatency) {
-      cudaGraph_t graph = nullptr;
-      MOEKIT_CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
-      layer.forward(a, s.stream);
-      MOEKIT_CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
-      MOEKIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      cudaGraphDestroy(graph);
-    }
+    const cudaGraphExec_t exec = capture_low_latency(l, s.stream);
     std::vector<double> d, pr, x, c, all;
     for (int i = 0; i < reps; ++i) {
       sync.arrive_and_wait();  // the ranks start each rep together
-      if (exec)
-        MOEKIT_CUDA_CHECK(cudaGraphLaunch(exec, s.stream));
-      else
-        layer.forward(a, s.stream);
+      run_forward(l, exec, s.stream);
       MOEKIT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
       const StageTimes st = stage_times(trace);
       d.push_back(st.dispatch);
@@ -221,11 +245,68 @@ StageTimes time_layer(const Preset& p, const detail::NcclGroup& group, std::vect
   return m;
 }
 
+// Two micro-batches of T tokens per rank, each its own layer over its own communicator (the way an
+// engine overlaps one batch's communication with the other's experts): µs of the pair run one
+// after the other on one stream, and on two streams at once; the median over the reps of the
+// slowest rank.
+std::pair<double, double> time_two_batches(const Preset& p, const detail::NcclGroup& first,
+                                           const detail::NcclGroup& second, std::vector<RankState>& ranks,
+                                           int64_t t, MoeEpMode mode, int reps) {
+  const int g = first.size();
+  std::vector<std::pair<double, double>> per_rank(static_cast<size_t>(g));
+  std::barrier sync(g);
+  on_ranks(g, [&](int r) {
+    RankState& s = ranks[size_t(r)];
+    DeviceBuffer y2(s.y.bytes());
+    const RankLayer a = rank_layer(p, first.comm(r), s, s.y.get(), t, mode);
+    const RankLayer b = rank_layer(p, second.comm(r), s, y2.get(), t, mode);
+    cudaStream_t s2 = nullptr;
+    cudaEvent_t e0, e1, b_done;
+    MOEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    MOEKIT_CUDA_CHECK(cudaEventCreate(&e0));
+    MOEKIT_CUDA_CHECK(cudaEventCreate(&e1));
+    MOEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&b_done, cudaEventDisableTiming));
+    const cudaGraphExec_t ga = capture_low_latency(a, s.stream), gb = capture_low_latency(b, s2);
+    std::vector<double> in_sequence, together;
+    for (int i = 0; i < 2 * reps; ++i) {
+      const bool overlapped = i % 2 == 1;
+      sync.arrive_and_wait();
+      MOEKIT_CUDA_CHECK(cudaEventRecord(e0, s.stream));
+      if (overlapped) MOEKIT_CUDA_CHECK(cudaStreamWaitEvent(s2, e0, 0));
+      run_forward(a, ga, s.stream);
+      run_forward(b, gb, overlapped ? s2 : s.stream);
+      if (overlapped) {
+        MOEKIT_CUDA_CHECK(cudaEventRecord(b_done, s2));
+        MOEKIT_CUDA_CHECK(cudaStreamWaitEvent(s.stream, b_done, 0));
+      }
+      MOEKIT_CUDA_CHECK(cudaEventRecord(e1, s.stream));
+      MOEKIT_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      (overlapped ? together : in_sequence).push_back(1e3 * ms);
+    }
+    per_rank[size_t(r)] = {median_of(in_sequence), median_of(together)};
+    if (ga) cudaGraphExecDestroy(ga);
+    if (gb) cudaGraphExecDestroy(gb);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaEventDestroy(b_done);
+    cudaStreamSynchronize(s2);
+    cudaStreamDestroy(s2);
+  });
+  std::pair<double, double> m{0, 0};
+  for (const auto& v : per_rank) m = {std::max(m.first, v.first), std::max(m.second, v.second)};
+  return m;
+}
+
 void usage() {
   std::printf(
       "usage: moekit bench ep [--preset NAME] [--ranks G,...] [--tokens T,...] [--mode ll|ht|both] [--reps R]\n"
+      "                       [--overlap]\n"
       "  the expert-parallel layer over G GPUs of this machine (default: 2 and 4, those visible), T tokens per\n"
-      "  rank (default 1,8,64,128,512,4096), FP8 weights of deepseek-v3 (default); one thread per rank.\n");
+      "  rank (default 1,8,64,128,512,4096), FP8 weights of deepseek-v3 (default); one thread per rank.\n"
+      "  --overlap: also two micro-batches of T tokens (two layers, two communicators), one after the other\n"
+      "  and on two streams at once: how much of the communication the other batch's experts hide.\n");
 }
 
 }  // namespace
@@ -234,6 +315,7 @@ int bench_ep_main(int argc, char** argv) {
   std::string preset = "deepseek-v3", modes = "both";
   std::vector<int64_t> ranks_list = {2, 4}, tokens = {1, 8, 64, 128, 512, 4096};
   int reps = 20;
+  bool overlap = false;
   for (int i = 1; i < argc; ++i) {
     const std::string o = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -242,6 +324,7 @@ int bench_ep_main(int argc, char** argv) {
     else if (o == "--tokens" && v) tokens = int_list(argv[++i]);
     else if (o == "--mode" && v) modes = argv[++i];
     else if (o == "--reps" && v) reps = std::max(1, std::atoi(argv[++i]));
+    else if (o == "--overlap") overlap = true;
     else {
       usage();
       return o == "-h" || o == "--help" ? 0 : 2;
@@ -264,7 +347,7 @@ int bench_ep_main(int argc, char** argv) {
               "# times: median over the reps of the slowest rank (combine: of the fastest, the one no peer keeps waiting);\n"
               "# MB: bytes each rank sends to the other ranks;\n"
               "# NCCL a2a: ncclSend/ncclRecv all-to-all of the same bytes per rank (equal blocks), this run.\n"
-              "# Communication does not overlap the GEMMs in this version (the stages run in sequence).\n");
+              "# Within one forward the stages run in sequence; --overlap times two micro-batches on two streams.\n");
   std::printf("%2s %-4s %6s | %9s %7s %7s %8s %9s %6s | %9s %7s %8s %9s %6s | %9s %9s\n", "G", "mode", "T/rank",
               "disp us", "prep", "MB", "GB/s", "a2a us", "ratio", "comb us", "MB", "GB/s", "a2a us", "ratio", "experts",
               "layer us");
@@ -277,6 +360,14 @@ int bench_ep_main(int argc, char** argv) {
     std::vector<int> devices;
     for (int r = 0; r < g; ++r) devices.push_back(r);
     detail::NcclGroup group(devices);
+    std::unique_ptr<detail::NcclGroup> second;  // --overlap: the other micro-batch's communicators
+    if (overlap) second = std::make_unique<detail::NcclGroup>(devices);
+    struct Row {
+      int64_t t;
+      MoeEpMode mode;
+      double comm, layer;  // one forward: dispatch + combine, all
+    };
+    std::vector<Row> rows;
     std::vector<RankState> ranks(static_cast<size_t>(g));
     const int64_t local = p->e / g, t_max = *std::max_element(tokens.begin(), tokens.end());
     on_ranks(g, [&](int r) {  // the local experts' weights, checkpoint-like; x ~ N(0, 1)
@@ -323,7 +414,21 @@ int bench_ep_main(int argc, char** argv) {
                     gbs(bytes.second, ours.combine), nc, ratio(bytes.second, ours.combine, nc), ours.experts,
                     ours.total);
         std::fflush(stdout);
+        rows.push_back({t, mode, ours.dispatch + ours.combine, ours.total});
       }
+    if (overlap && g > 1) {
+      std::printf("# two micro-batches of T/rank each: in sequence (one stream) vs on two streams; hidden = saved /\n"
+                  "# the two batches' communication (2 x (disp + comb) above)\n");
+      std::printf("%2s %-4s %6s | %9s %9s | %12s %12s %9s %7s\n", "G", "mode", "T/rank", "1 fwd us", "comm us",
+                  "2 in seq us", "2 at once us", "saved us", "hidden");
+      for (const Row& row : rows) {
+        const auto [seq, both] = time_two_batches(*p, group, *second, ranks, row.t, row.mode, reps);
+        std::printf("%2d %-4s %6lld | %9.1f %9.1f | %12.1f %12.1f %9.1f %6.0f%%\n", g,
+                    row.mode == MoeEpMode::kHighThroughput ? "ht" : "ll", (long long)row.t, row.layer, row.comm, seq,
+                    both, seq - both, 100.0 * (seq - both) / (2.0 * row.comm));
+        std::fflush(stdout);
+      }
+    }
     on_ranks(g, [&](int r) { cudaStreamDestroy(ranks[size_t(r)].stream); });
   }
   return 0;

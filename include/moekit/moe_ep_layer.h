@@ -101,6 +101,7 @@ class MoeEpLayer {
   // caller's stream (routed_ orders it after the routing).
   cudaStream_t side_ = nullptr;
   cudaEvent_t routed_ = nullptr;
+  int32_t* host_counts_ = nullptr;  // pinned [2 G]: the counts' copy the host waits for
 };
 
 }  // namespace moekit

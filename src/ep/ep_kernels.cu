@@ -37,61 +37,71 @@ __device__ __forceinline__ void write_combine_map(const EpSourceArgs& a, int64_t
   }
 }
 
-// One thread per row of the capacity: the token's destination mask and invalid ids; low latency
-// also its record's routing (the padding rows ≥ T too) and its combine map (row t everywhere).
+// Token t's destination mask (bit p: rank p owns one of its experts); counts its ids outside
+// [−1, E) into `invalid`. With `rec` (low latency's record of row t, padding rows ≥ T included),
+// also writes the record's routing: ids outside [0, E) as −1, padding weights 0.
+__device__ __forceinline__ uint32_t route_token(const EpSourceArgs& a, int64_t t, bool live, float* rec,
+                                                int& invalid) {
+  const int per_rank = a.num_experts / a.world;
+  uint32_t mask = 0;
+  for (int j0 = 0; j0 < a.top_k; j0 += 8) {  // 8 loads in flight, then the work
+    int32_t id8[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) id8[u] = live && j0 + u < a.top_k ? a.ids[t * a.top_k + j0 + u] : -1;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      if (j0 + u >= a.top_k) break;
+      const int32_t id = id8[u];
+      const bool ok = id >= 0 && id < a.num_experts;
+      invalid += (id < -1 || id >= a.num_experts) ? 1 : 0;
+      if (ok) mask |= 1u << (id / per_rank);
+      if (rec) {
+        rec[j0 + u] = __int_as_float(ok ? id : -1);
+        rec[a.top_k + j0 + u] = live ? a.weights[t * a.top_k + j0 + u] : 0.0f;
+      }
+    }
+  }
+  return mask;
+}
+
+// Low latency, one thread per row of the capacity: the invalid ids, the record's routing and the
+// token's combine map (row t everywhere).
 __global__ void __launch_bounds__(kTokenThreads) ep_route_tokens_kernel(EpSourceArgs a) {
   using Reduce = cub::BlockReduce<int, kTokenThreads>;
   __shared__ typename Reduce::TempStorage reduce_tmp;
-  const int per_rank = a.num_experts / a.world;
   const int64_t t = int64_t(blockIdx.x) * kTokenThreads + threadIdx.x;
   int invalid = 0;
   if (t < a.capacity) {
     const bool live = t < a.num_tokens;
-    float* rec = a.compact ? nullptr : a.send_meta + t * EpMeta{int(ceil_div(a.hidden, kQuantBlock)), a.top_k}.words() +
-                                           ceil_div(a.hidden, kQuantBlock);
-    uint32_t mask = 0;
-    for (int j0 = 0; j0 < a.top_k; j0 += 8) {  // 8 loads in flight, then the work
-      int32_t id8[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) id8[u] = live && j0 + u < a.top_k ? a.ids[t * a.top_k + j0 + u] : -1;
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        if (j0 + u >= a.top_k) break;
-        const int32_t id = id8[u];
-        const bool ok = id >= 0 && id < a.num_experts;
-        invalid += (id < -1 || id >= a.num_experts) ? 1 : 0;
-        if (ok) mask |= 1u << (id / per_rank);
-        if (rec) {
-          rec[j0 + u] = __int_as_float(ok ? id : -1);
-          rec[a.top_k + j0 + u] = live ? a.weights[t * a.top_k + j0 + u] : 0.0f;
-        }
-      }
-    }
-    if (a.compact) {
-      if (live) a.masks[t] = mask;
-    } else if (live) {
+    const EpMeta m{int(ceil_div(a.hidden, kQuantBlock)), a.top_k};
+    const uint32_t mask = route_token(a, t, live, a.send_meta + t * m.words() + m.kb, invalid);
+    if (live) {
       int row_of[kEpMaxRanks];
       for (int p = 0; p < a.world; ++p) row_of[p] = (mask >> p) & 1u ? int(t) : -1;
-      write_combine_map(a, t, row_of, per_rank);
+      write_combine_map(a, t, row_of, a.num_experts / a.world);
     }
   }
   const int block_invalid = Reduce(reduce_tmp).Sum(invalid);
   if (threadIdx.x == 0 && a.invalid_count && block_invalid) atomicAdd(a.invalid_count, block_invalid);
 }
 
-// Compact rows, one CTA over the tokens in chunks of kScanThreads: per rank, a ballot gives a
-// token's rank within its warp and the warps' counts, which one lane per rank scans over the
-// warps, carried across chunks.
+// High throughput (compact rows), one CTA over the tokens in chunks of kScanThreads: a token's
+// mask, then per rank a ballot gives its rank within its warp and the warps' counts, which one
+// lane per rank scans over the warps, carried across chunks. One CTA, so it sets the invalid
+// count (no memset, no second launch).
 __global__ void __launch_bounds__(kScanThreads) ep_route_positions_kernel(EpSourceArgs a) {
   constexpr int kWarps = kScanThreads / 32;
+  using Reduce = cub::BlockReduce<int, kScanThreads>;
+  __shared__ typename Reduce::TempStorage reduce_tmp;
   __shared__ int warp_first[kEpMaxRanks][kWarps];
   __shared__ int carried[kEpMaxRanks];
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   if (tid < kEpMaxRanks) carried[tid] = 0;
   __syncthreads();
+  int invalid = 0;
   for (int64_t base = 0; base < a.num_tokens; base += kScanThreads) {
     const int64_t t = base + tid;
-    const uint32_t mask = t < a.num_tokens ? a.masks[t] : 0u;
+    const uint32_t mask = route_token(a, t, t < a.num_tokens, nullptr, invalid);
     uint32_t below[kEpMaxRanks];
     for (int p = 0; p < a.world; ++p) {
       const uint32_t b = __ballot_sync(0xFFFFFFFFu, (mask >> p) & 1u);
@@ -115,6 +125,8 @@ __global__ void __launch_bounds__(kScanThreads) ep_route_positions_kernel(EpSour
     __syncthreads();  // warp_first is rewritten by the next chunk
   }
   if (tid < a.world) a.send_counts[tid] = carried[tid];
+  const int total_invalid = Reduce(reduce_tmp).Sum(invalid);
+  if (tid == 0 && a.invalid_count) *a.invalid_count = total_invalid;
 }
 
 // One warp per unit (token t, 2U consecutive 128-column groups): quantizes the unit once, as the
@@ -190,17 +202,14 @@ void ep_route(const EpSourceArgs& a, cudaStream_t stream) {
                  ErrorCode::kInvalidArgument, "moekit::detail::ep_route: bad sizes (G = ", a.world,
                  ", E = ", a.num_experts, ", k = ", a.top_k, ", T = ", a.num_tokens, ", capacity = ", a.capacity,
                  ", H = ", a.hidden, ")");
-  if (a.invalid_count) MOEKIT_CUDA_CHECK(cudaMemsetAsync(a.invalid_count, 0, sizeof(int32_t), stream));
-  const int64_t rows = a.compact ? a.num_tokens : a.capacity;
-  if (rows > 0) {
-    ep_route_tokens_kernel<<<static_cast<unsigned>((rows + kTokenThreads - 1) / kTokenThreads), kTokenThreads, 0,
-                             stream>>>(a);
-    MOEKIT_CUDA_CHECK(cudaGetLastError());
-  }
   if (a.compact) {
     ep_route_positions_kernel<<<1, kScanThreads, 0, stream>>>(a);
-    MOEKIT_CUDA_CHECK(cudaGetLastError());
+  } else {
+    if (a.invalid_count) MOEKIT_CUDA_CHECK(cudaMemsetAsync(a.invalid_count, 0, sizeof(int32_t), stream));
+    ep_route_tokens_kernel<<<static_cast<unsigned>((a.capacity + kTokenThreads - 1) / kTokenThreads), kTokenThreads,
+                             0, stream>>>(a);
   }
+  MOEKIT_CUDA_CHECK(cudaGetLastError());
 }
 
 void ep_quantize_pack(const EpSourceArgs& a, cudaStream_t stream) {

@@ -24,12 +24,11 @@ struct EpSourceArgs {
   int world = 1;                  ///< G; rank p owns experts [p · E/G, (p + 1) · E/G)
   int64_t capacity = 0;           ///< rows per rank block (max_tokens_per_rank)
   /// true (high throughput): token t's row in rank p's block is its rank among the tokens sent to
-  /// p (in token order): pos [T, G] (−1: not sent) and send_counts [G]; masks [capacity] scratch.
+  /// p (in token order): pos [T, G] (−1: not sent) and send_counts [G].
   /// false (low latency): row t of the one block every rank receives.
   bool compact = false;
   int32_t* pos = nullptr;
   int32_t* send_counts = nullptr;
-  uint32_t* masks = nullptr;
   uint8_t* send_x = nullptr;      ///< [blocks · capacity, H]
   float* send_meta = nullptr;     ///< [blocks · capacity] records (EpMeta of H and k)
   /// Where the token's rank finds its combine inputs in the returned blocks [G, capacity, ...]:

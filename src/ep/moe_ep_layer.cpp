@@ -58,7 +58,6 @@ struct EpRegions {
   uint8_t* send_x;
   float* send_meta;
   int32_t* pos;
-  uint32_t* masks;
   int32_t* counts;
   int32_t* map;
   float* ones;
@@ -89,7 +88,6 @@ EpRegions regions(const detail::EpWorkspacePlan& p, char* base) {
   r.send_x = static_cast<uint8_t*>(at(p.send_x));
   r.send_meta = static_cast<float*>(at(p.send_meta));
   r.pos = static_cast<int32_t*>(at(p.pos));
-  r.masks = static_cast<uint32_t*>(at(p.masks));
   r.counts = static_cast<int32_t*>(at(p.counts));
   r.map = static_cast<int32_t*>(at(p.map));
   r.ones = static_cast<float*>(at(p.ones));
@@ -129,11 +127,13 @@ MoeEpLayer::MoeEpLayer(const MoeEpConfig& config, ncclComm_t comm)
     MOEKIT_CUDA_CHECK(cudaSetDevice(device_));
     MOEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
     MOEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&routed_, cudaEventDisableTiming));
+    MOEKIT_CUDA_CHECK(cudaMallocHost(&host_counts_, size_t(2 * world_) * sizeof(int32_t)));
     MOEKIT_CUDA_CHECK(cudaSetDevice(current));
   }
 }
 
 MoeEpLayer::~MoeEpLayer() {
+  if (host_counts_) cudaFreeHost(host_counts_);
   if (routed_) cudaEventDestroy(routed_);
   if (side_) cudaStreamDestroy(side_);
 }
@@ -221,7 +221,6 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
   src.compact = ht;
   src.pos = r.pos;
   src.send_counts = r.counts;
-  src.masks = r.masks;
   src.send_x = r.send_x;
   src.send_meta = r.send_meta;
   src.deterministic = det;
@@ -235,7 +234,9 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
 
   // 2. Dispatch.
   int64_t received = g * cap;
-  std::vector<int32_t> counts(size_t(2 * g), 0);
+  // High throughput: rows sent to rank p, rows received from p (the exchanged counts).
+  const auto sent_to = [&](int p) { return int64_t(host_counts_[size_t(p)]); };
+  const auto received_from = [&](int p) { return int64_t(host_counts_[size_t(g + p)]); };
   std::vector<int64_t> offset(size_t(g) + 1, 0);
   if (ht) {
     // The counts travel while the tokens are packed; the host waits for them only.
@@ -243,13 +244,13 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
     nccl_group_start();
     for (int p = 0; p < g; ++p) send_recv(r.counts + p, 4, r.counts + g + p, 4, p, comm_, side_);
     nccl_group_end();
-    MOEKIT_CUDA_CHECK(cudaMemcpyAsync(counts.data(), r.counts, counts.size() * 4, cudaMemcpyDeviceToHost, side_));
+    MOEKIT_CUDA_CHECK(cudaMemcpyAsync(host_counts_, r.counts, size_t(2 * g) * 4, cudaMemcpyDeviceToHost, side_));
     MOEKIT_CUDA_CHECK(cudaStreamSynchronize(side_));
-    for (int p = 0; p < g; ++p) offset[size_t(p) + 1] = offset[size_t(p)] + counts[size_t(g + p)];
+    for (int p = 0; p < g; ++p) offset[size_t(p) + 1] = offset[size_t(p)] + received_from(p);
     received = offset[size_t(g)];
     nccl_group_start();
     for (int p = 0; p < g; ++p) {
-      const size_t ns = size_t(counts[size_t(p)]), nr = size_t(counts[size_t(g + p)]);
+      const size_t ns = size_t(sent_to(p)), nr = size_t(received_from(p));
       const int64_t sb = int64_t(p) * cap, rb = offset[size_t(p)];
       send_recv(r.send_x + sb * h, ns * h, r.recv_x + rb * h, nr * h, p, comm_, stream);
       send_recv(r.send_meta + sb * mw, ns * mw * 4, r.recv_meta + rb * mw, nr * mw * 4, p, comm_, stream);
@@ -284,8 +285,8 @@ void MoeEpLayer::forward(const MoeEpForwardArgs& a, cudaStream_t stream) const {
   const int64_t cols = det ? int64_t(k) * h : h;  // bf16 elements per returned row
   nccl_group_start();
   for (int p = 0; p < g; ++p) {
-    const int64_t n_back = ht ? counts[size_t(p)] : cap;          // rows p returns to us
-    const int64_t n_out = ht ? counts[size_t(g + p)] : cap;       // rows we return to p
+    const int64_t n_back = ht ? sent_to(p) : cap;        // rows p returns to us
+    const int64_t n_out = ht ? received_from(p) : cap;   // rows we return to p
     const int64_t out_at = ht ? offset[size_t(p)] : int64_t(p) * cap;
     send_recv(r.y_local + out_at * cols, size_t(n_out * cols) * 2, r.back + int64_t(p) * cap * cols,
               size_t(n_back * cols) * 2, p, comm_, stream);

@@ -59,7 +59,6 @@ EpWorkspacePlan ep_workspace_plan(const MoeEpConfig& c, int world, size_t local_
   p.send_x = at(blocks * cap * h);
   p.send_meta = at(blocks * cap * words * 4);
   p.pos = at(ht ? cap * world * 4 : 0);
-  p.masks = at(ht ? cap * 4 : 0);
   p.counts = at(2 * int64_t(world) * 4);
   p.map = at(cap * std::max<int64_t>(world, k) * 4);
   p.ones = at(cap * world * 4);

@@ -36,8 +36,8 @@ struct EpWorkspacePlan {
   size_t invalid = 0;              ///< [1]
   size_t send_x = 0;               ///< low latency [C, H]; high throughput [world, C, H]
   size_t send_meta = 0;            ///< the rows' records
-  size_t pos = 0, masks = 0;       ///< high throughput: [C, world], [C]
-  size_t counts = 0;               ///< [2 world]: sent to, received from each rank
+  size_t pos = 0;                  ///< high throughput: [C, world]
+  size_t counts = 0;               ///< [2 world]: rows sent to, received from each rank
   size_t map = 0, ones = 0;        ///< combine map [C, max(world, k)], ones [C, world]
   size_t recv_x = 0, recv_meta = 0;  ///< [R, H], R records
   size_t recv_ids = 0, recv_w = 0;   ///< unpacked [R, k]

@@ -88,7 +88,7 @@ TEST(EpPlan, RejectsWhatTheLayerCannotRun) {
 // Every region 256-byte aligned, in order, none overlapping the next, the total covering the last.
 void expect_well_formed(const EpWorkspacePlan& p) {
   const std::vector<size_t> offsets = {p.ids,     p.weights,  p.invalid,  p.send_x,   p.send_meta, p.pos,
-                                       p.masks,   p.counts,   p.map,      p.ones,     p.recv_x,    p.recv_meta,
+                                       p.counts,  p.map,      p.ones,     p.recv_x,   p.recv_meta,
                                        p.recv_ids, p.recv_w,  p.recv_sx,  p.local_invalid, p.y_local, p.back,
                                        p.local_ws};
   for (size_t i = 0; i < offsets.size(); ++i) {
@@ -113,8 +113,8 @@ TEST(EpPlan, WorkspaceHoldsEveryBufferOfBothModes) {
       EXPECT_GE(a.send_meta - a.send_x, size_t(cap * h));
       EXPECT_GE(b.send_meta - b.send_x, size_t(world * cap * h));
       EXPECT_GE(a.pos - a.send_meta, size_t(cap * words * 4));
-      EXPECT_EQ(a.masks, a.pos) << "no prefix sums in low latency";
-      EXPECT_GE(b.counts - b.masks, size_t(cap * 4));
+      EXPECT_EQ(a.counts, a.pos) << "no token positions in low latency";
+      EXPECT_GE(b.counts - b.pos, size_t(cap * world * 4));
       // Everything received: R rows and records, and the returned rows (k per token when deterministic).
       EXPECT_GE(a.recv_meta - a.recv_x, size_t(rows * h));
       EXPECT_GE(a.back - a.y_local, size_t(rows * h * 2));
