@@ -89,7 +89,7 @@ struct Fp8GemmMath {
   const float* sb_row0 = nullptr;
   const float* sb_row1 = nullptr;
   u32 num_former = 0;  // 8-column chunks that use the first B-scale block
-  u32 sfa_row = 0;     // this thread's first row in the A-scale stage (r0 + m0 % 4)
+  const float* sfa_thread = nullptr;  // this thread's first row (r0 + m0 % 4) in stage 0's A scales
   u32 tok0 = 0, tok1 = 0;  // kGatherA: the tokens of this thread's two rows (0 for rows without one)
   float pre_sa0 = 0.0f, pre_sa1 = 0.0f;  // kGatherA: their scales of the next K block
   float pre_sb0 = 0.0f, pre_sb1 = 0.0f;  // kSbAhead: the next K block's B scales
@@ -141,7 +141,7 @@ struct Fp8GemmMath {
       pre_sb0 = __ldg(sb_row0 + kb0);
       pre_sb1 = T::kUniformSfb ? pre_sb0 : __ldg(sb_row1 + kb0);
     }
-    sfa_row = th.wm * 64 + r0 + (t.m0 & 3u);
+    sfa_thread = sfa_smem + (th.wm * 64 + r0 + (t.m0 & 3u));
     if constexpr (T::kWaves > 1) waves = ptx::warp_uniform(t.valid_rows > 128u ? 2u : 1u);
     if constexpr (T::kWgM == 2 && T::kCluster == 1) {  // (releases into a cluster arrive once per warp)
       const u32 rows = ptx::warp_uniform(t.valid_rows);
@@ -183,12 +183,13 @@ struct Fp8GemmMath {
       s.sa1 = pre_sa1;
       if (kb + 1 < p.num_kb) prefetch_sa(kb + 1);
     } else {
-      const float* sfa = sfa_smem + stage * (T::kSmemSfa / 4);  // stages are padded past the box
-      s.sa0 = sfa[sfa_row];
-      s.sa1 = sfa[sfa_row + 8];
+      // One address per K block, the rows at fixed offsets from it (stages are padded past the box).
+      const float* sfa = sfa_thread + stage * (T::kSmemSfa / 4);
+      s.sa0 = sfa[0];
+      s.sa1 = sfa[8];
       if constexpr (T::kWaves > 1) {  // (stale in a tile without wave 1, and then unused)
-        s.sa2 = sfa[kSfaWave + sfa_row];
-        s.sa3 = sfa[kSfaWave + sfa_row + 8];
+        s.sa2 = sfa[kSfaWave];
+        s.sa3 = sfa[kSfaWave + 8];
       }
     }
     if constexpr (!kSbAhead) {
@@ -205,8 +206,9 @@ struct Fp8GemmMath {
   /// of that wave (+128 each).
   __device__ __forceinline__ void issue(float (&acc)[kAcc], u32 part = 0, u32 wave = 0) {
     constexpr u32 kPerPart = kGemmBlockK / 32 / u32(T::kSplit);
-    const ptx::u64 desc_a =
-        ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + (wave * 128 + th.wm * 64) * kGemmBlockK);
+    // (Wave 1's rows as an offset of the descriptor: one address per K block for both waves.)
+    const ptx::u64 desc_a = ptx::smem_desc_k_sw128(s_a + stage * T::kSmemA + th.wm * 64 * kGemmBlockK) +
+                            wave * ((128 * kGemmBlockK) >> 4);
     const ptx::u64 desc_b = ptx::smem_desc_k_sw128(s_b + stage * T::kSmemB + th.wn * T::kWgCols * kGemmBlockK);
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[i]);
