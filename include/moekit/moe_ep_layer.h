@@ -83,7 +83,8 @@ class MoeEpLayer {
   /// (so the host also waits for that); not capturable (kInvalidArgument under capture). Validates
   /// every argument (and that the weights are prepared) before the first collective; a rank that
   /// throws leaves its peers waiting, so validate inputs consistently on all ranks. The inputs
-  /// must not overlap the workspace or y.
+  /// must not overlap the workspace or y. One forward at a time per layer (calls share the
+  /// layer's communicator, side stream and host buffer): not thread-safe.
   void forward(const MoeEpForwardArgs& args, cudaStream_t stream) const;
 
   /// Collective. One forward with no tokens on this rank (kLowLatency: the full-capacity forward
@@ -102,6 +103,7 @@ class MoeEpLayer {
   cudaStream_t side_ = nullptr;
   cudaEvent_t routed_ = nullptr;
   int32_t* host_counts_ = nullptr;  // pinned [2 G]: the counts' copy the host waits for
+  void release_ht_resources() noexcept;
 };
 
 }  // namespace moekit

@@ -1,5 +1,5 @@
-// Merging attention partials: each thread one float4 of a row's o (a row's threads are whole
-// warps: 32…128 of them by dim), the sources' weights e^{lse_i + w_i − max} computed by every
+// Merging attention partials: each thread one float4 of a row's o (a row's threads are 32, 64 or
+// 128 by dim, so they tile the block), the sources' weights e^{lse_i + w_i − max} computed by every
 // thread (the lse loads broadcast within the warp), the sources' rows loaded kUnroll at a time so
 // their latencies overlap. Sources are summed in order, so the result does not depend on the
 // thread mapping.
@@ -113,8 +113,7 @@ __device__ __forceinline__ void merge_row(const MergeArgs& m, int64_t row, int c
 // Rows grid-strided (a launch of at most kMaxBlocks blocks covers any row count). Launched as a
 // PDL dependent of the kernel that writes the partials (sparse_attention), it waits for it first.
 __global__ void __launch_bounds__(kThreads) merge_kernel(const MergeArgs m) {
-  ptx::griddep_wait();
-  ptx::griddep_launch_dependents();
+  ptx::griddep_wait();  // (no early launch of dependents: whatever follows sees the finished merge)
   const int64_t per_block = kThreads / m.row_threads;
   const int col = int(threadIdx.x) % m.row_threads;
   for (int64_t row = int64_t(blockIdx.x) * per_block + threadIdx.x / m.row_threads; row < m.rows;
@@ -132,8 +131,9 @@ void launch_attention_merge(const float* o_partials, const float* lse_partials, 
                             int64_t source_stride, int64_t rows, int heads, int dim, const float* weight_logits,
                             const float* sink, void* o_bf16, float* o_f32, float* lse, cudaStream_t stream) {
   if (rows == 0) return;
-  // A row's threads: its float4s rounded up to whole warps, at most the block.
-  const int row_threads = std::min(kThreads, std::max(32, (dim / 4 + 31) / 32 * 32));
+  // A row's threads: its float4s rounded up to 32, 64 or 128 (whole warps that tile the block).
+  const int vecs = dim / 4;
+  const int row_threads = vecs <= 32 ? 32 : vecs <= 64 ? 64 : kThreads;
   const int64_t rows_per_block = kThreads / row_threads;
   const int64_t blocks = std::min(kMaxBlocks, (rows + rows_per_block - 1) / rows_per_block);
   const MergeArgs m{o_partials, lse_partials, num_sources, source_stride, rows, heads, dim, row_threads,

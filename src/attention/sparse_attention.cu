@@ -111,6 +111,7 @@ void sparse_attention(const SparseAttentionArgs& a, const AttentionKv& kv, Atten
   p.chunk = plan.chunk;
   p.window_offset = plan.window_offset;
   p.final_out = normalized && plan.direct;
+  p.merge_follows = !plan.direct;
   p.o = static_cast<__nv_bfloat16*>(out.o);
   p.lse = out.lse;
   const int64_t rows = a.num_tokens * a.heads;

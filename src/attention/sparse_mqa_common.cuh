@@ -25,6 +25,7 @@ struct SparseMqaParams {
   const int32_t* window_positions; const int32_t* query_positions;
   int head_blocks, splits, topk_splits, chunk, window_offset;
   bool final_out;                  // write o (bf16) / lse; else part_o / part_lse
+  bool merge_follows;              // a merge kernel (a PDL dependent) reads part_o / part_lse
   __nv_bfloat16* o; float* lse;
   float* part_o; float* part_lse;  // [dest, T, heads, dim], [dest, T, heads]
   int window_dest_shift;           // split s ≥ topk_splits writes partial s + shift

@@ -38,8 +38,9 @@ __global__ void __launch_bounds__(SparseMqaTraits<D>::kThreads, 1) sparse_mqa_ke
   float* rows_smem = reinterpret_cast<float*>(base_ptr + Tr::kRowsOffset);
 
   // The merge of split partials (a PDL dependent) may launch now: its CTAs wait for this grid to
-  // finish on SMs this grid leaves free (its CTAs are all resident when splits are planned).
-  ptx::griddep_launch_dependents();
+  // finish on SMs this grid leaves free (its CTAs are all resident when splits are planned). Only
+  // then: a caller's own PDL kernel after a direct launch keeps the plain completion order.
+  if (p.merge_follows) ptx::griddep_launch_dependents();
   const int hb = int(blockIdx.x % unsigned(p.head_blocks));
   const int64_t ts = blockIdx.x / unsigned(p.head_blocks);
   const int split = int(ts % p.splits);

@@ -128,8 +128,9 @@ __device__ __forceinline__ void produce_mixed_tiles_via_registers(const SparseMq
 // kStages − 1 tiles ahead of the one being finished; finishing a tile = waiting for this thread's
 // copies, then the full barrier; a tile's copies are issued as soon as the consumers release its
 // stage, so they are in flight while the consumers work. Mixed entries go through registers
-// (above). (Prefetching the next tile's rows into L2 with bulk prefetches measured slower: 243
-// against 276 TFLOPS, H100, 2026-11-27.)
+// (above). At dim 512 the tile after the one being copied is also prefetched into L2 (below); an
+// earlier form that prefetched the tile being copied measured slower (243 against 276 TFLOPS,
+// H100, 2026-11-27).
 template <int D, bool kMixed>
 __device__ __forceinline__ void produce_tiles(const SparseMqaParams& p, int64_t t,
                                               const KeyRanges<SparseMqaTraits<D>::kTileKeys>& kr,

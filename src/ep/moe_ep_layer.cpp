@@ -125,18 +125,29 @@ MoeEpLayer::MoeEpLayer(const MoeEpConfig& config, ncclComm_t comm)
     int current = 0;
     MOEKIT_CUDA_CHECK(cudaGetDevice(&current));
     MOEKIT_CUDA_CHECK(cudaSetDevice(device_));
-    MOEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
-    MOEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&routed_, cudaEventDisableTiming));
-    MOEKIT_CUDA_CHECK(cudaMallocHost(&host_counts_, size_t(2 * world_) * sizeof(int32_t)));
+    try {
+      MOEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+      MOEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&routed_, cudaEventDisableTiming));
+      MOEKIT_CUDA_CHECK(cudaMallocHost(&host_counts_, size_t(2 * world_) * sizeof(int32_t)));
+    } catch (...) {  // the destructor does not run for a constructor that throws
+      release_ht_resources();
+      cudaSetDevice(current);
+      throw;
+    }
     MOEKIT_CUDA_CHECK(cudaSetDevice(current));
   }
 }
 
-MoeEpLayer::~MoeEpLayer() {
+void MoeEpLayer::release_ht_resources() noexcept {
   if (host_counts_) cudaFreeHost(host_counts_);
   if (routed_) cudaEventDestroy(routed_);
   if (side_) cudaStreamDestroy(side_);
+  host_counts_ = nullptr;
+  routed_ = nullptr;
+  side_ = nullptr;
 }
+
+MoeEpLayer::~MoeEpLayer() { release_ht_resources(); }
 
 void MoeEpLayer::prepare_weights(const MoeWeights& w, void* prepared, size_t prepared_bytes, cudaStream_t stream) {
   // Deterministic mode sums the slots' rows on the token's rank, which holds no other rank's b2.

@@ -162,4 +162,75 @@ TEST(RopeInplace, MatchesTheReferenceAndRoundTrips) {
   }
 }
 
+// attention_merge at dims whose float4 count is not 32, 64 or 128 per row (row groups of 32, 64 or
+// 128 threads; rows that do not fill the last block), with up to 9 sources (two loads of four plus
+// one), empty sources (lse = −inf, their o poisoned with NaN: never read), per-source weight logits
+// and a sink, against the float64 merge; a row whose sources are all empty gets o = 0, lse = −inf.
+TEST(AttentionMerge, AnyDimManySourcesEmptySources) {
+  constexpr int64_t kT = 5;
+  constexpr int kHeads = 3;
+  const int64_t rows = kT * kHeads;
+  for (int dim : {68, 260, 300, 516}) {
+    for (int sources : {1, 5, 9}) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << ", sources " << sources);
+      std::mt19937 rng(unsigned(dim * 31 + sources));
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      std::vector<float> o(size_t(sources * rows * dim)), lse(size_t(sources * rows)), w(size_t(sources * kHeads));
+      std::vector<float> sink(kHeads);
+      for (auto& v : o) v = normal(rng);
+      for (auto& v : w) v = 0.5f * normal(rng);
+      for (auto& v : sink) v = normal(rng);
+      for (int i = 0; i < sources; ++i)
+        for (int64_t r = 0; r < rows; ++r) {
+          // Source 1 is empty for every third row; the last row has no source at all.
+          const bool empty = r == rows - 1 || (i == 1 && r % 3 == 0);
+          lse[size_t(i * rows + r)] = empty ? -INFINITY : 2.0f * normal(rng);
+          if (empty) std::fill_n(o.begin() + (i * rows + r) * dim, dim, NAN);
+        }
+      DeviceBuffer d_o = DeviceBuffer::from(o), d_l = DeviceBuffer::from(lse), d_w = DeviceBuffer::from(w),
+                   d_s = DeviceBuffer::from(sink), out(size_t(rows * dim) * 2), out_l(size_t(rows) * 4);
+      moekit::test::Stream s;
+      moekit::attention_merge(d_o.as<float>(), d_l.as<float>(), sources, kT, kHeads, dim, d_w.as<float>(),
+                              d_s.as<float>(), out.get(), out_l.as<float>(), s);
+      moekit::test::finish(s, "attention_merge");
+      const auto got = out.download<uint16_t>(size_t(rows * dim));
+      const auto got_l = out_l.download<float>(size_t(rows));
+      const std::vector<double> sink_d(sink.begin(), sink.end());
+      for (int64_t t = 0; t < kT; ++t) {
+        std::vector<moekit::detail::AttentionRefOut> parts(static_cast<size_t>(sources));
+        std::vector<std::vector<double>> wd(static_cast<size_t>(sources));
+        std::vector<const double*> wp;
+        for (int i = 0; i < sources; ++i) {
+          auto& part = parts[size_t(i)];
+          for (int h = 0; h < kHeads; ++h) {
+            const int64_t r = t * kHeads + h;
+            const float l = lse[size_t(i * rows + r)];
+            part.lse.push_back(l);
+            for (int d = 0; d < dim; ++d)  // (the reference reads every o: zeros where the kernel gets NaN)
+              part.o.push_back(std::isinf(l) ? 0.0 : double(o[size_t((i * rows + r) * dim + d)]));
+            wd[size_t(i)].push_back(w[size_t(i * kHeads + h)]);
+          }
+          wp.push_back(wd[size_t(i)].data());
+        }
+        const auto ref = moekit::detail::merge_partials_reference(parts, wp, kHeads, dim, sink_d.data());
+        for (int h = 0; h < kHeads; ++h) {
+          const int64_t r = t * kHeads + h;
+          const double ref_lse = ref.lse[size_t(h)];
+          if (std::isinf(ref_lse)) {
+            EXPECT_TRUE(std::isinf(got_l[size_t(r)]) && got_l[size_t(r)] < 0) << "row " << r;
+          } else {
+            EXPECT_NEAR(got_l[size_t(r)], ref_lse, 1e-4 * std::max(1.0, std::abs(ref_lse))) << "row " << r;
+          }
+          for (int d = 0; d < dim; ++d) {
+            const double want = ref.o[size_t(h * dim + d)];
+            const float have = moekit::bf16_to_float(got[size_t(r * dim + d)]);
+            ASSERT_TRUE(std::isfinite(have)) << "row " << r << " dim " << d;
+            EXPECT_NEAR(have, want, 8e-3 * std::abs(want) + 1e-5) << "row " << r << " dim " << d;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
