@@ -126,7 +126,7 @@ void sparse_attention(const SparseAttentionArgs& a, const AttentionKv& kv, Atten
   }
   launch_for_dim(p, a.dim, mixed, ctas, stream);
   if (plan.direct) return;
-  const detail::PdlScope pdl(true);  // the merges launch under the kernel's tail
+  const detail::PdlScope pdl(true);  // the (first) merge launches under the kernel's tail
   if (normalized) {
     detail::launch_attention_merge(p.part_o, p.part_lse, plan.splits, rows, rows, a.heads, a.dim, nullptr, a.sink,
                                    out.o, nullptr, out.lse, stream);
