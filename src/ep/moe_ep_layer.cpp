@@ -76,7 +76,8 @@ struct EpRegions {
 detail::EpWorkspacePlan workspace_plan(const MoeEpConfig& c, const MoeConfig& local, int world) {
   const int64_t rows = c.max_tokens_per_rank * world;
   return detail::ep_workspace_plan(
-      c, world, detail::moe_forward_workspace_size(rows, local.top_k, local.hidden, local.inter, local.local_count));
+      c, world, detail::moe_forward_workspace_size(rows, local.top_k, local.hidden, local.inter, local.local_count,
+                                                        local.weight_format == MoeWeightFormat::kMxfp4));
 }
 
 EpRegions regions(const detail::EpWorkspacePlan& p, char* base) {

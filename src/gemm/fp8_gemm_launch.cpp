@@ -127,12 +127,18 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, Fp8GemmKernel kernel, st
                      (!info.mx_decode || sm90::gemm_mx_decode_supported(c.block_m, c.block_n)),
                  ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), " does not fit ", body,
                  " (the MXFP4 decode bodies run 8, 16 or 32 tokens x 128 or 256 weight rows; the others none)");
-  const std::string mx = info.mx ? concat(", ", family.mx_stages) : std::string();
+  MOEKIT_REQUIRE(!family.stream_k || info.mx_decode, ErrorCode::kInvalidArgument, "moekit: ", body,
+                 " has no stream-K form (only the MXFP4 decode bodies)");
+  // The decode bodies take kStreamK after the raw slots.
+  const std::string mx = info.mx ? concat(", ", family.mx_stages,
+                                          info.mx_decode ? (family.stream_k ? ", true" : ", false") : "")
+                                 : std::string();
   // The bf16 bodies' last template argument (kDirectStore); the dense body's split-K count precedes it.
   const bool split_arg = info.split_k && (split || direct);
   const std::pair<std::string, std::string> defines = jit_defines();
   *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast,
                   info.mx ? concat("x", family.mx_stages) : std::string(), finer ? concat("p", family.promote_k) : std::string(), split ? concat("k", c.split_k) : std::string(),
+                  family.stream_k ? "sk" : "",
                   direct ? "r" : "", defines.second);
   return concat(defines.first, "#include \"", info.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
                 fp8_gemm_threads(c, family), ", 1)\n", *entry,

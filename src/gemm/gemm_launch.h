@@ -95,6 +95,9 @@ struct Fp8GemmFamily {
   /// tile (8, 16 or 32: the MMA's N), block_n the weight rows per tile (128 or 256), stages the A
   /// stages; kMxDecodeThreads threads, shared memory gemm_mx_decode_smem_bytes.
   bool mx_decode = false;
+  /// The MXFP4 decode bodies only: tiles in stream-K pieces (scheduler_stream_k.cuh); GEMM1's then
+  /// needs MoeGemm1Fields::sk_partials / sk_flags and a grid of at most kStreamKMaxCtas.
+  bool stream_k = false;
 };
 
 /// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S, C>.

@@ -50,7 +50,8 @@ struct Regions {
   float* sh;
   float* y_acc;         // scatter-add GEMM2
   uint16_t* d2;         // rows GEMM2 (the same bytes)
-  unsigned* counters;   // [kMoeTileCounters] zeroed by the permute: GEMM1's and GEMM2's tile counters
+  unsigned* counters;   // [kMoeTileCounters] zeroed by the permute: GEMM1's and GEMM2's tile counters, stream-K flags
+  float* sk_partials;   // GEMM1's stream-K partial sums
   float* sx_tokens;     // [T, ceil(H/128)]: the permute's token-major scales (TokenScales)
 };
 
@@ -68,6 +69,7 @@ Regions regions(char* base, const MoeWorkspacePlan& w) {
   r.y_acc = reinterpret_cast<float*>(base + w.gemm2_out);
   r.d2 = reinterpret_cast<uint16_t*>(base + w.gemm2_out);
   r.counters = reinterpret_cast<unsigned*>(base + w.tile_counters);
+  r.sk_partials = reinterpret_cast<float*>(base + w.stream_k_partials);
   r.sx_tokens = reinterpret_cast<float*>(base + w.token_scales);
   return r;
 }
@@ -114,10 +116,11 @@ void moe_prepare_w1(const void* w1, const float* sw1, int num_experts, int64_t h
   MOEKIT_CUDA_CHECK(cudaMemcpyAsync(sw1p, sw1, s.sw1_bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
-size_t moe_forward_workspace_size(int64_t num_tokens, int top_k, int64_t hidden, int64_t inter, int local_count) {
+size_t moe_forward_workspace_size(int64_t num_tokens, int top_k, int64_t hidden, int64_t inter, int local_count,
+                                  bool mxfp4) {
   if (!moe_fused_layout(inter)) return moe_unfused_workspace_size(num_tokens, top_k, hidden, inter, local_count);
   return moe_workspace_plan(num_tokens, top_k, hidden, inter, local_count,
-                            moe_sort_workspace_size(num_tokens, top_k, local_count))
+                            moe_sort_workspace_size(num_tokens, top_k, local_count), mxfp4)
       .bytes;
 }
 
@@ -243,6 +246,8 @@ void moe_forward(const MoePlan& plan, const MoeForwardRequest& r, void* workspac
                         .hq = p.hq,
                         .sh = p.sh,
                         .tile_counter = p.counters,
+                        .sk_partials = p.sk_partials,
+                        .sk_flags = p.counters + 2,
                         .plan = plan.gemm1};
   if (!moe_diag_skip("gemm1_swiglu")) moe_gemm1_swiglu(g1, stream);
   moe_stage_mark("gemm1_swiglu", stream);

@@ -65,7 +65,8 @@ struct MoeForwardRequest {
 };
 
 /// Scratch bytes moe_forward needs for T tokens (a pure function of the sizes and the device).
-size_t moe_forward_workspace_size(int64_t num_tokens, int top_k, int64_t hidden, int64_t inter, int local_count);
+size_t moe_forward_workspace_size(int64_t num_tokens, int top_k, int64_t hidden, int64_t inter, int local_count,
+                                  bool mxfp4 = false);
 
 /// Executes `plan` (plan_moe_forward) on `stream`: launches exactly the kernels it names, with its
 /// configurations. `workspace` 256-byte aligned, at least moe_forward_workspace_size bytes.

@@ -38,6 +38,7 @@ MoeGemmKernel moe_gemm1_kernel(const MoeGemm1Plan& plan, bool gather) {
     family.mx_decode = true;
     family.epilogue_smem = sm90::gemm_mx_decode_swiglu_smem(plan.config.block_m);
     family.a_box_rows = 0;
+    family.stream_k = plan.stream_k;
   }
   return k;
 }
@@ -55,6 +56,7 @@ MoeGemmKernel moe_gemm2_kernel(const MoeGemm2Plan& plan) {
              : plan.mx_stages ? Fp8GemmKernel::kMoeGemm2ScatterMxfp4
                               : Fp8GemmKernel::kMoeGemm2Scatter;
   family.mx_decode = plan.mx_decode;
+  family.stream_k = plan.mx_decode && plan.stream_k;
   family.epilogue_smem = 0;
   family.a_box_rows = plan.mx_decode ? 0 : plan.a_box_rows;
   family.pdl_early = true;  // as GEMM1: the offsets come from moe_sort, three launches back
@@ -96,6 +98,15 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   p.tile_counter = a.plan.dynamic ? a.tile_counter : nullptr;
   p.sched_one_pass = p.tile_counter != nullptr && a.plan.one_pass ? 1u : 0u;
   if (c.multicast == 2) p.pair_tail_split = a.plan.pair_tail_split ? 1u : 0u;
+  if (family.stream_k) {
+    MOEKIT_REQUIRE(a.sk_partials && a.sk_flags && c.num_sms <= int(sm90::kStreamKMaxCtas) &&
+                       a.num_experts <= int(sm90::kStreamKMaxGroups),
+                   ErrorCode::kInvalidArgument, "moe_gemm1_swiglu: the stream-K decode GEMM needs partial-sum slots and zeroed ",
+                   "flags for ", c.num_sms, " CTAs (at most ", sm90::kStreamKMaxCtas, ") and at most ",
+                   sm90::kStreamKMaxGroups, " experts (", a.num_experts, ")");
+    p.sk_partials = a.sk_partials;
+    p.sk_flags = a.sk_flags;
+  }
   Fp8GemmOperands op{a.a,  a.hidden, a.sa, a.w1p,  a.hidden, a.sw1p, a.hq, a.inter,
                      a.rows, a.num_experts * n, n, a.hidden};
   if (gather) {
@@ -136,6 +147,9 @@ void moe_gemm2_scatter(const MoeGemm2Args& a, cudaStream_t stream) {
   p.top_k = static_cast<unsigned>(a.top_k);
   p.b2 = a.b2;
   if (a.plan.dynamic) p.tile_counter = a.tile_counter;
+  MOEKIT_REQUIRE(!family.stream_k || a.num_experts <= int(sm90::kStreamKMaxGroups), ErrorCode::kInvalidArgument,
+                 "moe_gemm2_scatter: the stream-K decode GEMM counts at most ", sm90::kStreamKMaxGroups,
+                 " experts (", a.num_experts, ")");
   const Fp8GemmOperands op{a.hq, a.inter, a.sh, a.w2, a.inter, a.sw2, nullptr, a.hidden,
                            a.rows, a.num_experts * a.hidden, a.hidden, a.inter};
   launch_fp8_gemm(c, k.kernel, op, p, stream, family);

@@ -44,6 +44,10 @@ struct MoeGemm1Args {
   /// Optional device counter, 0 at launch (the caller zeroes it), used when plan.dynamic
   /// (GroupedLayoutParams::tile_counter). Null: static scheduling.
   unsigned* tile_counter = nullptr;
+  /// plan.stream_k: kStreamKMaxCtas slots of gemm_stream_k_slot_floats(32) floats, and as many
+  /// flags, zero at launch (the caller zeroes them; fp8_gemm_layout.cuh).
+  float* sk_partials = nullptr;
+  unsigned* sk_flags = nullptr;
   MoeGemm1Plan plan;  ///< the choices (plan_moe_gemm1)
 };
 void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream);

@@ -75,7 +75,8 @@ WsLayout ws_layout(const MoeConfig& c, int64_t t) {
   w.invalid = at;
   at = align256(at + sizeof(int32_t));
   w.inner = at;
-  w.inner_bytes = detail::moe_forward_workspace_size(t, c.top_k, c.hidden, c.inter, c.local_count);
+  w.inner_bytes = detail::moe_forward_workspace_size(t, c.top_k, c.hidden, c.inter, c.local_count,
+                                                     c.weight_format == MoeWeightFormat::kMxfp4);
   w.total = at + w.inner_bytes;
   return w;
 }

@@ -146,22 +146,41 @@ bool mx_decode_config(int tokens, int rows, unsigned epilogue_smem, int sb_rows,
 
 void plan_mx_decode(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& knobs) {
   const int tokens = mx_decode_tokens(p.load.rows_per_active);
+  // Stream-K pieces (kernels/sm90/scheduler_stream_k.cuh; every CTA runs the same number of K
+  // blocks) where the scheduler can count the experts and the workspace has a slot per CTA. The
+  // plan's choice (H100, layer µs, docs/mxfp4.md §Stream-K decode GEMMs): GEMM2 while its
+  // 256-row tiles make at most four waves (gpt-oss-120b T = 1 / 8: GEMM2 20.4 → 18.4, 65.6 → 59.8;
+  // deepseek-v3 T = 1 equal; T = 64, ten waves: 207 → 224, where dynamic whole tiles balance
+  // better); GEMM1 keeps whole tiles (stream-K measured slower at T = 1: gpt-oss-120b 27.3 → 30.9,
+  // deepseek-v3 57.2 → 68.8; and at T = 64) and runs them only under MOEKIT_MXFP4_STREAM_K.
+  const bool sk_fits = p.layer.local_count <= int(sm90::kStreamKMaxGroups) && limits.num_sms <= int(sm90::kStreamKMaxCtas);
+  const int64_t tiles2 = p.load.active * ceil_div(p.layer.hidden, int64_t(256)) *
+                         ceil_div(p.load.rows_per_active, int64_t(tokens));
+  const int sk_mask = knobs.mxfp4_stream_k >= 0 ? knobs.mxfp4_stream_k : tiles2 <= 4 * limits.num_sms ? 2 : 0;
+  const bool stream_k = sk_fits && (sk_mask & 1) != 0, stream_k2 = sk_fits && (sk_mask & 2) != 0;
   GemmConfig c;
   int slots = 0;
   if (mx_decode_config(tokens, 256, 1, 64, knobs.moe_gemm1_config, limits, c, slots) && c.block_n == 256) {
     p.gemm1.config = c;
     p.gemm1.mx_stages = slots;
     p.gemm1.mx_decode = true;
-    p.gemm1.dynamic = dynamic_pays(false, p.load, moe_prepared_w1_rows(p.layer.inter), c);
+    // The deterministic layer keeps whole tiles: its GEMM1 then sums each K block in the FP8 layer's
+    // order, so the MXFP4 layer equals its FP8 form bit for bit (a stream-K owner adds its helpers'
+    // partial sums, a different FP32 rounding; deterministic too, but not that form's).
+    p.gemm1.stream_k = stream_k && !p.layer.deterministic;
+    p.gemm1.dynamic = !p.gemm1.stream_k && dynamic_pays(false, p.load, moe_prepared_w1_rows(p.layer.inter), c);
     p.gemm1.one_pass = false;
   }
   if (p.gemm2.rows_then_combine) return;
-  const int rows2 = p.load.active * ceil_div(p.layer.hidden, int64_t(256)) >= limits.num_sms ? 256 : 128;
+  // Whole tiles: 256 rows while every SM still gets one. Stream-K: 256 (more MMA tiles per warp).
+  const int rows2 =
+      stream_k2 || p.load.active * ceil_div(p.layer.hidden, int64_t(256)) >= limits.num_sms ? 256 : 128;
   if (mx_decode_config(tokens, rows2, 0, 128, knobs.moe_gemm2_config, limits, c, slots)) {
     p.gemm2.config = c;
     p.gemm2.mx_stages = slots;
     p.gemm2.mx_decode = true;
-    p.gemm2.dynamic = dynamic_pays(false, p.load, p.layer.hidden, c);
+    p.gemm2.stream_k = stream_k2;
+    p.gemm2.dynamic = !stream_k2 && dynamic_pays(false, p.load, p.layer.hidden, c);
   }
 }
 
@@ -170,7 +189,7 @@ void plan_mx_decode(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& kno
 // keep the DRAM reads in flight: raw bytes are a quarter of an expanded stage's B), three beyond.
 // GEMM1's automatic chains are 64 long at decode sizes too: a K block streams in half the FP8
 // time, and 32-long chains measured slower (deepseek-v3 GEMM1, H100: T = 64 1555 → 1433 µs,
-// T = 1 72.4 → 66.2 µs; 128: 1589 and 68.9 µs; docs/performance.md §MXFP4 weights).
+// T = 1 72.4 → 66.2 µs; 128: 1589 and 68.9 µs; docs/mxfp4.md §Expansion GEMMs).
 void plan_mxfp4_gemms(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& knobs) {
   const int stages = p.load.rows_per_active <= 64 ? 2 : 3;
   if (p.layer.gemm1_promote_k == 0) p.gemm1.promote_k = 64;
@@ -201,7 +220,7 @@ bool moe_fused_layout(int64_t inter) { return inter % 64 == 0; }
 int64_t moe_prepared_w1_rows(int64_t inter) { return 2 * align_up(inter, kQuantBlock); }
 
 MoeWorkspacePlan moe_workspace_plan(int64_t t, int k, int64_t h, int64_t inter, int local_count,
-                                    size_t sort_scratch_bytes) {
+                                    size_t sort_scratch_bytes, bool mxfp4) {
   MoeWorkspacePlan w;
   OffsetCarver c;
   const int64_t rows = moe_sort_rows_bound(t, k, local_count);
@@ -218,6 +237,8 @@ MoeWorkspacePlan moe_workspace_plan(int64_t t, int k, int64_t h, int64_t inter, 
   w.sh = c.take(sfa_physical_size(rows, inter), sizeof(float));
   w.gemm2_out = c.take(std::max<int64_t>(t * h * 4, rows * h * 2), 1);
   w.tile_counters = c.take(kMoeTileCounters, sizeof(unsigned));
+  w.stream_k_partials =
+      c.take(mxfp4 ? int64_t(sm90::kStreamKMaxCtas) * sm90::gemm_stream_k_slot_floats(32) : 0, sizeof(float));
   w.token_scales = c.take(t * ceil_div(h, kQuantBlock), sizeof(float));
   w.bytes = c.used;
   return w;
@@ -317,7 +338,7 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
     p.gemm2 = plan_moe_gemm2_scatter(p.rows, layer.hidden, layer.inter, p.load, limits, g2);
   }
   if (mx) plan_mxfp4_gemms(p, limits, knobs);
-  p.workspace = moe_workspace_plan(t, k, layer.hidden, layer.inter, local, sort_scratch_bytes);
+  p.workspace = moe_workspace_plan(t, k, layer.hidden, layer.inter, local, sort_scratch_bytes, mx);
   return p;
 }
 

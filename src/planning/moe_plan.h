@@ -12,6 +12,7 @@
 #include <string>
 
 #include "gemm/heuristic.h"
+#include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "moekit/gemm.h"
 #include "moekit/moe_layer.h"
 
@@ -53,6 +54,7 @@ struct MoeGemm1Plan {
   /// MXFP4 W1 on decode-sized groups: the decode GEMM (Fp8GemmFamily::mx_decode; config.block_m =
   /// tokens per tile, stages = A stages).
   bool mx_decode = false;
+  bool stream_k = false;  ///< the decode GEMM in stream-K pieces (Fp8GemmFamily::stream_k)
 };
 
 /// GEMM2: either the scatter-add GEMM (moe_gemm2_scatter, FP32 atomics into y_acc, then finalize)
@@ -64,6 +66,7 @@ struct MoeGemm2Plan {
   int a_box_rows = 0;    ///< scatter-add GEMM only, as MoeGemm1Plan::a_box_rows
   int mx_stages = 0;     ///< MXFP4 W2: raw slots (Fp8GemmFamily::mx_stages); 0 = FP8
   bool mx_decode = false;  ///< scatter-add GEMM on MXFP4 W2: the decode GEMM (as MoeGemm1Plan::mx_decode)
+  bool stream_k = false;   ///< the decode GEMM in stream-K pieces (as MoeGemm1Plan::stream_k)
 };
 
 /// Byte offsets of the forward's workspace regions (fused layout), 256-byte aligned, in carve order.
@@ -73,15 +76,20 @@ struct MoeWorkspacePlan {
   size_t a_perm = 0, sa_perm = 0;  ///< GEMM1's activations: permuted copies, or token-major (gather)
   size_t hq = 0, sh = 0;           ///< GEMM1's FP8 output h and its scales
   size_t gemm2_out = 0;            ///< FP32 y_acc [T, H] or (rows GEMM2) bf16 rows, never both
-  size_t tile_counters = 0;        ///< kMoeTileCounters: GEMM1's and GEMM2's dynamic tile counters
+  /// kMoeTileCounters, zeroed by every forward: GEMM1's and GEMM2's dynamic tile counters, then the
+  /// stream-K flags of GEMM1's decode GEMM (kStreamKMaxCtas)
+  size_t tile_counters = 0;
+  /// MXFP4 layers: GEMM1's stream-K partial sums, kStreamKMaxCtas slots of 32 tokens (else 0 bytes)
+  size_t stream_k_partials = 0;
   size_t token_scales = 0;         ///< [T, ceil(H/128)] token-major scales of the permute (TokenScales)
   size_t bytes = 0;                ///< total
 };
-constexpr int kMoeTileCounters = 2;
+constexpr int kMoeTileCounters = 2 + static_cast<int>(sm90::kStreamKMaxCtas);
 
 /// The workspace layout of the fused forward for T tokens, given moe_sort's scratch bytes for T.
+/// `mxfp4`: the layer's weights are MXFP4 (a region for the stream-K decode GEMM1's partial sums).
 MoeWorkspacePlan moe_workspace_plan(int64_t num_tokens, int top_k, int64_t hidden, int64_t inter, int local_count,
-                                    size_t sort_scratch_bytes);
+                                    size_t sort_scratch_bytes, bool mxfp4 = false);
 
 /// Every choice of one forward. Fields after `fused_layout` are meaningful in the fused layout only.
 struct MoePlan {

@@ -1,5 +1,6 @@
 #include "runtime/knobs.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -39,6 +40,7 @@ Knobs parse_knobs(const std::function<const char*(const char*)>& env, bool diagn
   k.moe_gemm1_config = str(env("MOEKIT_MOE_GEMM1_CONFIG"));
   k.moe_gemm2_config = str(env("MOEKIT_MOE_GEMM2_CONFIG"));
   if (const char* v = env("MOEKIT_MXFP4_DECODE"); v && *v) k.mxfp4_decode = on(v);
+  if (const char* v = env("MOEKIT_MXFP4_STREAM_K"); v && *v) k.mxfp4_stream_k = std::clamp(std::atoi(v), -1, 3);
 
   struct Diag {
     const char* name;

@@ -35,6 +35,10 @@ struct Knobs {
   /// MOEKIT_MXFP4_DECODE=0: MXFP4 layers run the expansion GEMMs at every T, never the decode GEMMs
   /// (kernels/sm90/mxfp4_decode_gemm.cuh), for A/B runs; the plan's choice otherwise.
   bool mxfp4_decode = true;
+  /// MOEKIT_MXFP4_STREAM_K=M (a number, 0 … 3), for A/B runs: the decode GEMMs whose bit is set in
+  /// M (1: GEMM1, 2: GEMM2) run stream-K pieces (kernels/sm90/scheduler_stream_k.cuh), the others
+  /// whole tiles; -1 or unset: the plan's choice (text that is no number reads as 0).
+  int mxfp4_stream_k = -1;
 
   // --- diagnostics (only with kDiagnosticsBuild; empty otherwise) ---
   /// MOEKIT_DIAG_SKIP: comma-separated MoE stages the forward does not launch (wrong results).

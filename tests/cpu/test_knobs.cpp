@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 
 #include "runtime/knobs.h"
 
@@ -53,6 +54,16 @@ TEST(Knobs, SwitchesAreOnUnlessZero) {
   k = parse_knobs(env, false);
   EXPECT_FALSE(k.log_config);
   EXPECT_FALSE(k.jit_verbose);
+}
+
+// MOEKIT_MXFP4_STREAM_K is a GEMM mask (bit 1 GEMM1, bit 2 GEMM2), -1 or unset the plan's choice.
+TEST(Knobs, StreamKMaskIsANumberClampedToItsRange) {
+  EXPECT_EQ(parse_knobs(FakeEnv{}, false).mxfp4_stream_k, -1);
+  for (const auto& [text, mask] : {std::pair<const char*, int>{"2", 2}, {"3", 3}, {"0", 0}, {"-1", -1}, {"9", 3},
+                                    {"-5", -1}, {"on", 0}}) {
+    const FakeEnv env{{{"MOEKIT_MXFP4_STREAM_K", text}}};
+    EXPECT_EQ(parse_knobs(env, false).mxfp4_stream_k, mask) << text;
+  }
 }
 
 TEST(Knobs, ConfigOverridesInEveryBuild) {

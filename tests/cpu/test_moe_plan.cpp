@@ -430,7 +430,8 @@ TEST(MoePlan, ReproducesThePrePlanDecisions) {
     EXPECT_EQ(p.gemm2.config.str(), e.gemm2);
     EXPECT_EQ(p.gemm2.dynamic, e.gemm2_dynamic);
     if (!e.rows_then_combine) EXPECT_EQ(p.gemm2.a_box_rows, e.a_box_rows);
-    EXPECT_EQ(p.workspace.bytes, e.workspace_bytes);
+    // The pinned sizes predate the stream-K flags after the two tile counters (1032 bytes, 256-aligned).
+    EXPECT_EQ(p.workspace.bytes, e.workspace_bytes + 1280 - 256);
     ++checked;
   }
   EXPECT_GT(checked, 250);

@@ -143,14 +143,37 @@ TEST(MoePlan, Mxfp4DecodeSizesRunTheDecodeGemms) {
           EXPECT_GT(smem(p.gemm1.config, epi1, 64, p.gemm1.mx_stages + 1), lim.smem_bytes) << "as many slots as fit";
         if (p.gemm2.mx_decode) {
           EXPECT_EQ(p.gemm2.config.block_m, tok);
-          // 256 rows while every SM still gets a tile of the expected experts, else 128.
-          EXPECT_EQ(p.gemm2.config.block_n, p.load.active * ((pr.h + 255) / 256) >= lim.num_sms ? 256 : 128);
+          // Stream-K pieces on 256 rows while the 256-row tiles make at most four waves; else whole
+          // tiles, 256 rows while every SM gets one.
+          const int64_t tiles2 = p.load.active * ((pr.h + 255) / 256) * ((p.load.rows_per_active + tok - 1) / tok);
+          EXPECT_EQ(p.gemm2.stream_k, tiles2 <= 4 * lim.num_sms);
+          if (p.gemm2.stream_k) EXPECT_FALSE(p.gemm2.dynamic);
+          EXPECT_EQ(p.gemm2.config.block_n,
+                    p.gemm2.stream_k || p.load.active * ((pr.h + 255) / 256) >= lim.num_sms ? 256 : 128);
           EXPECT_EQ(p.gemm2.config.stages, p.gemm2.mx_stages);
           EXPECT_GE(p.gemm2.mx_stages, 2);
           EXPECT_LE(smem(p.gemm2.config, 0, 128, p.gemm2.mx_stages), lim.smem_bytes);
         }
+        EXPECT_FALSE(p.gemm1.stream_k) << "GEMM1 keeps whole tiles unless MOEKIT_MXFP4_STREAM_K says otherwise";
         const std::string text = moekit::detail::describe_moe_plan(p);
         EXPECT_NE(text.find("decode GEMM"), std::string::npos) << text;
+        EXPECT_EQ(text.find("stream-K") != std::string::npos, p.gemm2.stream_k) << text;
+        // MOEKIT_MXFP4_STREAM_K=3: both GEMMs, except GEMM1 of the deterministic layer (the FP8
+        // form's sum order), on static schedules.
+        Knobs both;
+        both.mxfp4_stream_k = 3;
+        const MoePlan b = plan_moe_forward(m, t, false, lim, 0, both);
+        EXPECT_EQ(b.gemm1.stream_k, !det);
+        if (b.gemm1.stream_k) EXPECT_FALSE(b.gemm1.dynamic);
+        EXPECT_EQ(b.gemm2.stream_k, b.gemm2.mx_decode);
+        // MOEKIT_MXFP4_STREAM_K=0: whole tiles, GEMM2 on 256 rows only while every SM gets a tile.
+        Knobs whole;
+        whole.mxfp4_stream_k = 0;
+        const MoePlan q = plan_moe_forward(m, t, false, lim, 0, whole);
+        EXPECT_FALSE(q.gemm1.stream_k);
+        EXPECT_FALSE(q.gemm2.stream_k);
+        if (q.gemm2.mx_decode)
+          EXPECT_EQ(q.gemm2.config.block_n, q.load.active * ((pr.h + 255) / 256) >= lim.num_sms ? 256 : 128);
       }
     }
   }

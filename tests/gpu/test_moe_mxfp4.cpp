@@ -19,6 +19,7 @@
 
 #include "moe/moe_gemm.h"
 #include "moe_layer_harness.h"
+#include "runtime/knobs.h"
 #include "moekit/mxfp4.h"
 
 using namespace moe_layer_test;
@@ -274,6 +275,28 @@ TEST(MoeMxfp4, ScalesBeyondTheWindowComputeTheFp8Form) {
   expect_equals_fp8_layer(c, W, in, s, "scales beyond the window");
 }
 
+/// A forward of `L` on `in` captured in a CUDA graph, with the buffers it uses.
+struct CapturedForward {
+  DeviceBuffer ws, y, ids, w;
+  cudaGraphExec_t exec = nullptr;
+  CapturedForward(const Layer& L, const Inputs& in, cudaStream_t s)
+      : ws(L.layer.workspace_size(in.t)), y(size_t(in.t * L.cfg().hidden * 2)), ids(DeviceBuffer::from(in.ids)),
+        w(DeviceBuffer::from(in.w)) {
+    L.layer.prepare_kernels(in.t, ws.get(), ws.bytes(), s);
+    exec = capture_forward(L.layer, ids_forward_args(in, y, ids, w, ws), s);
+  }
+  ~CapturedForward() {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+  /// Replays the graph on a poisoned y and returns y.
+  std::vector<uint16_t> replay(cudaStream_t s) {
+    EXPECT_EQ(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), s), cudaSuccess);
+    EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    moekit::test::finish(s, "graph replay");
+    return y.download<uint16_t>(y.bytes() / 2);
+  }
+};
+
 // A captured forward replays bit for bit what an eager one computes (deterministic mode).
 TEST(MoeMxfp4, GraphReplayMatchesEager) {
   moekit::test::Stream s;
@@ -285,20 +308,45 @@ TEST(MoeMxfp4, GraphReplayMatchesEager) {
     Inputs in = make_x(t, c.hidden, 80 + uint64_t(t));
     random_ids(in, c, 90, false);
     const Result eager = run(L, in, false, s);
-    const size_t ws_bytes = L.layer.workspace_size(t);
-    DeviceBuffer ws(ws_bytes), y(size_t(t * c.hidden * 2)), ids = DeviceBuffer::from(in.ids),
-        w = DeviceBuffer::from(in.w);
-    const moekit::MoeForwardArgs a = ids_forward_args(in, y, ids, w, ws);
-    L.layer.prepare_kernels(t, ws.get(), ws_bytes, s);
-    const cudaGraphExec_t exec = capture_forward(L.layer, a, s);
-    ASSERT_NE(exec, nullptr);
-    for (int replay = 0; replay < 2; ++replay) {
-      ASSERT_EQ(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), s), cudaSuccess);
-      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-      moekit::test::finish(s, "graph replay");
-      EXPECT_EQ(y.download<uint16_t>(size_t(t * c.hidden)), eager.y) << "replay " << replay;
+    CapturedForward g(L, in, s);
+    ASSERT_NE(g.exec, nullptr);
+    for (int replay = 0; replay < 2; ++replay) EXPECT_EQ(g.replay(s), eager.y) << "replay " << replay;
+  }
+}
+
+// Both decode GEMMs in stream-K pieces (MOEKIT_MXFP4_STREAM_K=3; the plan runs GEMM2's alone) in a
+// captured forward: every replay, with new activations in the same buffer, matches the reference of
+// those activations, so GEMM1's hand-over flags start from zero in each (a stale flag hands over the
+// previous replay's sums). H = 512, I = 256 at T = 1: 32 K-block units of GEMM1 for 32 CTAs, each
+// tile in four pieces; I = 2048 at T = 64: 1024 units for 132 CTAs, so a CTA runs a tile's tail, a
+// whole tile and the next one's head, and owners are helpers too.
+TEST(MoeMxfp4, StreamKGraphReplaysFollowTheirInputs) {
+  moekit::detail::Knobs k = moekit::detail::knobs();
+  k.mxfp4_stream_k = 3;
+  const moekit::detail::ScopedKnobs scope(k);
+  moekit::test::Stream s;
+  for (int64_t inter : {256, 2048}) {
+    const MxWeights W(16, 512, inter, 23 + uint64_t(inter));
+    const MoeConfig c = mx_config(small_config(16, 4, 512, inter, false));
+    const Layer L(c, *W.fp8, W.slice(0), s);
+    for (int64_t t : {1, 7, 64}) {
+      SCOPED_TRACE(::testing::Message() << "I=" << inter << " T=" << t);
+      Inputs in = make_x(t, c.hidden, 100 + uint64_t(t));
+      random_ids(in, c, 110 + uint64_t(t), false);
+      CapturedForward g(L, in, s);
+      ASSERT_NE(g.exec, nullptr);
+      for (int replay = 0; replay < 3; ++replay) {
+        moekit::detail::fill_random_bf16_normal(in.x.get(), t * c.hidden, 1.0f, 120 + uint64_t(replay), s);
+        Result r;
+        r.y = g.replay(s);
+        in.hx = in.x.download<uint16_t>(size_t(t * c.hidden));
+        r.ids = in.ids;
+        r.w = in.w;
+        const Check ch = check_rows(L, in, r, all_rows(t), "mxfp4 stream-K graph replay");
+        EXPECT_EQ(ch.nonfinite, 0);
+        expect_accurate(ch);
+      }
     }
-    cudaGraphExecDestroy(exec);
   }
 }
 

@@ -12,7 +12,8 @@
 //   sa_out[h_block * sa_out_ld + row]. Tokens past the tile's valid rows are quantized as zeros.
 // MxDecodeScatterEpilogue — GEMM2: each valid token column c with e = row_map[m0 + c] ≥ 0 adds
 //   row_weight[e] · (out + b2) of its rows into out_acc[e / top_k] (FP32 atomics; a warp's eight
-//   consecutive rows per token make 32-byte pieces).
+//   consecutive rows per token make 32-byte pieces). Under stream-K every piece adds its partial
+//   sum, and the piece with the tile's first K block the bias.
 #pragma once
 #include "kernels/sm90/epilogue_moe.cuh"
 
@@ -22,6 +23,7 @@ template <class T>
 struct MxDecodeSwigluEpilogue : SwigluMath {
   static_assert(T::kMTiles == 2 && T::kSbRows == 64, "GEMM1 tile: 256 prepared W1 rows, gate and up per warpgroup");
   static constexpr int kAcc = T::kAcc;
+  static constexpr bool kWholeSum = true;  ///< stream-K: the activation needs the tile's whole sum
   static constexpr u32 kTok = u32(T::kBlockM);
   static constexpr u32 kSmemBytes = gemm_mx_decode_swiglu_smem(T::kBlockM);
   static constexpr u32 kXchOffset = kTok * 128u;  // token maxima [8 warps][kTok] floats after the tile
@@ -121,12 +123,16 @@ struct MxDecodeSwigluEpilogue : SwigluMath {
 template <class T>
 struct MxDecodeScatterEpilogue {
   static constexpr int kAcc = T::kAcc;
+  static constexpr bool kWholeSum = false;  ///< stream-K: each piece adds its own partial sum
   static constexpr u32 kSmemBytes = 0;
 
   __device__ __forceinline__ static void store(float (&out)[T::kMTiles][kAcc], const Tile& t, const MoeGemm2Params& p,
                                                u32, const ptx::TmaDescriptor&, const MathThread& th) {
     const u32 q = th.lane % 4u, r = 16u * th.warp + th.lane / 4u;
-    const float* bias = p.b2 != nullptr ? p.b2 + static_cast<unsigned long long>(t.b_row0 / p.n) * p.n : nullptr;
+    // Stream-K pieces: the bias once, with the tile's first K block.
+    const float* bias = p.b2 != nullptr && t.kb_begin == 0
+                            ? p.b2 + static_cast<unsigned long long>(t.b_row0 / p.n) * p.n
+                            : nullptr;
 #pragma unroll
     for (int c = 0; c < kAcc / 2; ++c) {  // this thread's token columns
       const u32 tok = 8u * u32(c / 2) + 2u * q + u32(c & 1);

@@ -203,6 +203,13 @@ constexpr unsigned gemm_mx_decode_smem_bytes(unsigned epilogue_bytes, int tok, i
   return 1024u + gemm_mx_region_offset(gemm_mx_decode_core_bytes(epilogue_bytes, tok, rows, sb_rows, stages)) +
          gemm_mx_region_bytes(rows, raw);
 }
+/// Stream-K GEMM1 decode (scheduler_stream_k.cuh): floats of one CTA's slot of partial sums — a
+/// 256-row tile's sums for `tok` tokens over the two math warpgroups (tok / 2 per MMA tile and thread).
+constexpr unsigned gemm_stream_k_slot_floats(int tok) { return 256u * unsigned(tok); }
+/// CTAs a stream-K launch may use (the slots and flags a caller provides).
+inline constexpr unsigned kStreamKMaxCtas = 256;
+/// Groups the stream-K scheduler warp can count (32 lanes x 32 groups).
+inline constexpr unsigned kStreamKMaxGroups = 1024;
 /// The decode GEMM1 epilogue's staging: the FP8 h tile (tok rows of 128 bytes, 128-byte swizzled)
 /// and the eight math warps' token maxima.
 constexpr unsigned gemm_mx_decode_swiglu_smem(int tok) { return unsigned(tok) * 128u + 1024u; }

@@ -127,7 +127,7 @@ struct TilePipe {
     if (lane == 0) {
       const u32 r = records + slot * kGemmTileRecordBytes;
       ptx::st_shared_v4(r, {t.m0, t.n0, t.b_row0, t.sb_offset});
-      ptx::st_shared_v4(r + 16, {t.valid_rows, (more ? 1u : 0u) | (t.solo << 1), t.kb_begin, t.kb_end});
+      ptx::st_shared_v4(r + 16, {t.valid_rows, (more ? 1u : 0u) | (t.solo << 1) | (t.fixups << 2), t.kb_begin, t.kb_end});
     }
     // Every lane arrives (kGemmTilePublishers), releasing its own stores: the record and the
     // staged scales are visible to the threads that wait on the slot.
@@ -148,7 +148,8 @@ struct TilePipe {
     t.valid_rows = b[0];
     t.kb_begin = b[2];
     t.kb_end = b[3];
-    t.solo = b[1] >> 1;
+    t.solo = (b[1] >> 1) & 1u;
+    t.fixups = b[1] >> 2;
     return (b[1] & 1u) != 0;
   }
 

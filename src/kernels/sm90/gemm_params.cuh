@@ -125,9 +125,18 @@ struct MoeGemm1Fields : GroupedLayoutParams {
   unsigned top_k;
   // Gathered A (fp8_gemm_loaders.cuh GatherALoader): row r of a tile is token row_map[m0 + r] /
   // top_k of a_gather, each token quantized once; the A TMA map is unused.
-  const unsigned char* a_gather;  ///< FP8 [tokens, k], rows a_gather_ld bytes apart
+  // The MXFP4 decode body never gathers: with stream-K (scheduler_stream_k.cuh StreamKPartials) the
+  // same bytes hold its per-CTA slots of partial sums (gemm_stream_k_slot_floats each) and flags,
+  // zero at launch (the parameter block has no room for more fields: kGemmParamsBytes).
+  union {
+    const unsigned char* a_gather;  ///< FP8 [tokens, k], rows a_gather_ld bytes apart
+    float* sk_partials;
+  };
   unsigned a_gather_ld;
-  const float* sa_gather;         ///< its scales, physical A-scale layout: [kb * sa_gather_ld + token]
+  union {
+    const float* sa_gather;  ///< its scales, physical A-scale layout: [kb * sa_gather_ld + token]
+    unsigned* sk_flags;
+  };
   unsigned sa_gather_ld;
   /// gpt-oss's layer (SPEC §6): FP32 biases [experts, 2I] (gate then up; null: none) added to g and
   /// u before the clamp, I = b1_inter; gpt_oss = 1: h = g·sigmoid(alpha·g)·(u + 1) instead of silu(g)·u.

@@ -71,30 +71,40 @@ __device__ __forceinline__ void moe_gemm2_scatter_mxfp4(const ptx::TmaDescriptor
                                                                                                tma_d, p);
 }
 
-/// GEMM1 (+ SwiGLU + requant) on MXFP4 W1 for decode-sized groups: kBlockM tokens x 256 prepared rows.
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages, int kPromoteK = 128>
+/// GEMM1 (+ SwiGLU + requant) on MXFP4 W1 for decode-sized groups: kBlockM tokens x 256 prepared
+/// rows; kStreamK: stream-K pieces (scheduler_stream_k.cuh), partial sums handed over through
+/// MoeGemm1Fields::sk_partials.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages, bool kStreamK, int kPromoteK = 128>
 __device__ __forceinline__ void moe_gemm1_swiglu_mxfp4_decode(const ptx::TmaDescriptor& tma_a,
                                                               const ptx::TmaDescriptor& tma_b,
                                                               const ptx::TmaDescriptor& tma_sfa,
                                                               const ptx::TmaDescriptor& tma_d,
                                                               const MoeGemm1Params& p) {
   static_assert(kBlockN == 256 && kCluster == 1, "GEMM1 decode tiles: 256 prepared W1 rows, single CTAs");
-  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, kPromoteK, 64>;
-  mx_decode_gemm<T, ContiguousScheduler<kBlockM, kBlockN, 1, MoeGemm1Params>, MxDecodeSwigluEpilogue<T>>(
-      tma_a, tma_b, tma_sfa, tma_d, p);
+  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, kPromoteK, 64, kStreamK>;
+  if constexpr (kStreamK)
+    mx_decode_gemm<T, StreamKScheduler<kBlockM, kBlockN, MoeGemm1Params>, MxDecodeSwigluEpilogue<T>>(tma_a, tma_b,
+                                                                                                  tma_sfa, tma_d, p);
+  else
+    mx_decode_gemm<T, ContiguousScheduler<kBlockM, kBlockN, 1, MoeGemm1Params>, MxDecodeSwigluEpilogue<T>>(
+        tma_a, tma_b, tma_sfa, tma_d, p);
 }
 
-/// GEMM2 + scatter-add on MXFP4 W2 for decode-sized groups: kBlockM tokens x kBlockN rows of W2.
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages>
+/// GEMM2 + scatter-add on MXFP4 W2 for decode-sized groups: kBlockM tokens x kBlockN rows of W2;
+/// kStreamK: stream-K pieces, each adding its partial sum.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages, bool kStreamK>
 __device__ __forceinline__ void moe_gemm2_scatter_mxfp4_decode(const ptx::TmaDescriptor& tma_a,
                                                                const ptx::TmaDescriptor& tma_b,
                                                                const ptx::TmaDescriptor& tma_sfa,
                                                                const ptx::TmaDescriptor& tma_d,
                                                                const MoeGemm2Params& p) {
   static_assert(kCluster == 1, "single CTAs");
-  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, 128, 128>;
-  mx_decode_gemm<T, ContiguousScheduler<kBlockM, kBlockN, 1>, MxDecodeScatterEpilogue<T>>(tma_a, tma_b, tma_sfa,
-                                                                                         tma_d, p);
+  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, 128, 128, kStreamK>;
+  if constexpr (kStreamK)
+    mx_decode_gemm<T, StreamKScheduler<kBlockM, kBlockN>, MxDecodeScatterEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
+  else
+    mx_decode_gemm<T, ContiguousScheduler<kBlockM, kBlockN, 1>, MxDecodeScatterEpilogue<T>>(tma_a, tma_b, tma_sfa,
+                                                                                             tma_d, p);
 }
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster>

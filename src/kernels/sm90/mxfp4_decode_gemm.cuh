@@ -19,6 +19,7 @@
 #pragma once
 #include "kernels/sm90/fp8_gemm_loaders.cuh"
 #include "kernels/sm90/mxfp4_loader.cuh"
+#include "kernels/sm90/scheduler_stream_k.cuh"
 #include "ptx/wgmma_fp8_rs.cuh"
 
 namespace moekit::sm90 {
@@ -27,7 +28,7 @@ namespace moekit::sm90 {
 /// kPromoteK: K per tensor-core chain (as Fp8GemmTraits::kPromoteK); kSbRows: weight rows per B
 /// scale (64: the prepared W1, 128: W2). The names ATileLoad, Mxfp4RawWalk, Mxfp4Ring and TilePipe
 /// read are those of Fp8GemmTraits.
-template <int kTok_, int kRows_, int kStages_, int kRawStages_, int kPromoteK_, int kSbRows_>
+template <int kTok_, int kRows_, int kStages_, int kRawStages_, int kPromoteK_, int kSbRows_, bool kStreamK_ = false>
 struct MxDecodeTraits {
   static constexpr int kBlockM = kTok_;
   static constexpr int kBlockN = kRows_;
@@ -48,6 +49,8 @@ struct MxDecodeTraits {
   static constexpr int kStepsPerChain = kPromoteK_ / 32;
   static constexpr int kChains = 4 / kStepsPerChain;
   static constexpr int kSbRows = kSbRows_;
+  /// Tiles in stream-K pieces (StreamKScheduler): each tile's K blocks [kb_begin, kb_end).
+  static constexpr bool kStreamK = kStreamK_;
   /// The tile's B-scale rows are staged in its tile slot (TilePipe::push; K <= kGemmMaxStagedKb
   /// blocks, else read through L1): a scale read per K block that missed L1 at every tile's start
   /// stalled the K loop on L2 (ncu, deepseek-v3 T = 1 GEMM2: L1TEX waits 35% of the stalls).
@@ -118,6 +121,7 @@ __device__ __forceinline__ void mx_decode_load(const GemmParams& p, const Mxfp4R
   bool waited = p.pdl == 0;
   u32 slot = 0, phase = 0;
   for (Tile t; tiles.take(t);) {
+    const u32 kb0 = T::kStreamK ? t.kb_begin : 0u, kb1 = T::kStreamK ? t.kb_end : p.num_kb;
     Mxfp4RawWalk w{};
     w.init<T>(p, t);
     const ATileLoad<T> al(t, a_box);
@@ -136,21 +140,21 @@ __device__ __forceinline__ void mx_decode_load(const GemmParams& p, const Mxfp4R
       ptx::mbar_arrive_expect_tx(s_full + 8 * s, al.tx_bytes());
       al.issue(s, kb, s_a, s_sfa, s_full + 8 * s, tma_a, tma_sfa, 0u);
     };
-    u32 kb = 0;
+    u32 kb = kb0;
     if (!waited) {  // the first tile: every slot still free
       // Only the first slots' weights before the wait: the A loads queue behind whatever raw bytes
       // precede them, and with the whole ring's weights ahead the first A tiles arrived that much
       // later (measured, H100: gpt-oss-120b T = 1 GEMM1 31.4 -> 26.4 us, together with A first).
-      const u32 pre = p.num_kb < kPreWaitSlots ? p.num_kb : kPreWaitSlots;
-      for (u32 i = 0; i < pre; ++i) load_raw(i, i);
+      const u32 pre = kb1 - kb0 < kPreWaitSlots ? kb1 - kb0 : kPreWaitSlots;
+      for (u32 i = 0; i < pre; ++i) load_raw(i, kb0 + i);
       ptx::griddep_wait();
       waited = true;
-      for (u32 i = 0; i < pre; ++i) load_a(i, i);
-      kb = pre;
+      for (u32 i = 0; i < pre; ++i) load_a(i, kb0 + i);
+      kb = kb0 + pre;
       slot = pre % u32(T::kStages);
       phase = pre == u32(T::kStages) ? 1u : 0u;
     }
-    for (; kb < p.num_kb; ++kb) {
+    for (; kb < kb1; ++kb) {
       ptx::mbar_wait(mx.empty + 8 * slot, phase ^ 1u);
       ptx::mbar_wait(s_empty + 8 * slot, phase ^ 1u);
       load_a(slot, kb);  // the small A first: it waits behind no weights of its own slot
@@ -191,6 +195,7 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
   for (;;) {
     Tile t;
     if (!tiles.pop(t)) break;
+    const u32 kb0 = T::kStreamK ? t.kb_begin : 0u, kb1 = T::kStreamK ? t.kb_end : p.num_kb;
     // This warpgroup's B-scale rows: staged (row (64 mt) / kSbRows of the tile's) or in global memory.
     const bool staged = p.num_kb <= kGemmMaxStagedKb;
     const u32 sb_smem = tiles.staged_sb(T::kSbStageFloats);
@@ -239,7 +244,7 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
       ptx::wgmma_commit();
       const u32 next = slot + 1u == u32(T::kStages) ? 0u : slot + 1u;
       const u32 next_phase = next == 0u ? phase ^ 1u : phase;
-      if (kb + 1u < p.num_kb) expand_block(next, next_phase, nxt);
+      if (kb + 1u < kb1) expand_block(next, next_phase, nxt);
       // The A scales and B scales of this K block, while the MMAs run.
       const float* sa = sfa_smem + slot * kSfaFloats + sfa0;
       float sav[kAcc / 2];
@@ -280,9 +285,19 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
       phase = next_phase;
     };
     expand_block(slot, phase, a0);
-    for (u32 kb = 0; kb < p.num_kb; kb += 2) {
+    for (u32 kb = kb0; kb < kb1; kb += 2) {
       step(kb, a0, a1);
-      if (kb + 1u < p.num_kb) step(kb + 1u, a1, a0);
+      if (kb + 1u < kb1) step(kb + 1u, a1, a0);
+    }
+    if constexpr (T::kStreamK && Epilogue::kWholeSum) {
+      // A piece that continues a tile hands its sums to the tile's owner; the owner adds its helpers'.
+      const StreamKPartials<T::kMathThreads, T::kMTiles, kAcc> sk{p.sk_partials, p.sk_flags};
+      if (t.kb_begin != 0) {
+        sk.publish(out, blockIdx.x, threadIdx.x, 1);
+        tiles.release();
+        continue;
+      }
+      if (t.fixups != 0) sk.gather(out, blockIdx.x + 1, t.fixups, threadIdx.x, 1);
     }
     Epilogue::store(out, t, p, s_d, tma_d, th);
     tiles.release();

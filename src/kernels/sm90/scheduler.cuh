@@ -25,6 +25,10 @@ struct Tile {
   /// B-multicast pairs (clusters along M) only: 1 = this CTA loads the tile's whole B itself and
   /// multicasts nothing; its peer runs another tile of the same rows (MoeGemm1Params::pair_tail_split).
   u32 solo = 0;
+  /// Stream-K (StreamKScheduler) only: on the piece that starts the tile (kb_begin = 0), the number
+  /// of following CTAs whose first piece continues this tile; the piece's CTA adds their FP32
+  /// partial sums before the epilogue (StreamKPartials).
+  u32 fixups = 0;
 };
 
 /// Identity of a math thread inside the CTA.
