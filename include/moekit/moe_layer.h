@@ -36,8 +36,9 @@ struct MoeLayerAccess;  // the expert-parallel layer's view of a local layer (sr
 enum class MoeGemm1Input {
   kAuto,      ///< the faster of the two for T and the shapes (measured: docs/performance.md §Gather vs permute)
   kPermuted,  ///< one pass writes a copy of each token per slot, sorted by expert; GEMM1 loads tiles by TMA
-  kGathered,  ///< tokens stay in place; GEMM1 reads each row from its token (cp.async gather), no copy.
-              ///< Falls back to kPermuted when T · H ≥ 2^32.
+  kGathered,  ///< tokens stay in place; GEMM1 reads each row from its token (FP8 weights: cp.async;
+              ///< MXFP4: one-row TMA boxes, decode sizes only), no copy. Falls back to kPermuted
+              ///< when T · H ≥ 2^32 (and with MXFP4 weights elsewhere: MoeConfig::gemm1_input).
 };
 
 /// How the expert weights are stored (MoeWeights).
@@ -88,8 +89,10 @@ struct MoeConfig {
   /// least accurate. With MXFP4 weights the automatic choice is 64 at every size (a K block
   /// streams in half the time, and 32 measured slower there).
   int gemm1_promote_k = 0;
-  /// GEMM1's activation path (MoeGemm1Input); automatic by default. MXFP4 weights always take the
-  /// permuted copy (the gather's threads expand the weights there).
+  /// GEMM1's activation path (MoeGemm1Input); automatic by default. MXFP4 weights take the permuted
+  /// copy, except with kGathered where the decode GEMM1 runs 8-token tiles (a few rows per expert)
+  /// and the sort's launch can quantize the tokens: then it reads their rows (docs/mxfp4.md
+  /// §Gathered tokens: 2 µs faster on deepseek-v3 at T = 1, slower on gpt-oss-120b).
   MoeGemm1Input gemm1_input = MoeGemm1Input::kAuto;
   /// The expert weights' format (MoeWeights). kMxfp4 needs H a multiple of 32 and I of 64.
   MoeWeightFormat weight_format = MoeWeightFormat::kFp8;

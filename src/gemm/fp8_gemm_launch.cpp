@@ -129,16 +129,28 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, Fp8GemmKernel kernel, st
                  " (the MXFP4 decode bodies run 8, 16 or 32 tokens x 128 or 256 weight rows; the others none)");
   MOEKIT_REQUIRE(!family.stream_k || info.mx_decode, ErrorCode::kInvalidArgument, "moekit: ", body,
                  " has no stream-K form (only the MXFP4 decode bodies)");
-  // The decode bodies take kStreamK after the raw slots.
+  MOEKIT_REQUIRE(family.k_groups == 1 ||
+                     (info.mx_decode && sm90::gemm_mx_decode_k_groups_supported(c.block_m, family.k_groups) &&
+                      c.stages % 2 == 0 && family.mx_stages == c.stages),
+                 ErrorCode::kInvalidArgument, "moekit: ", family.k_groups, " K groups do not fit ", body, " on ",
+                 c.str(), " (two K groups: the MXFP4 decode bodies on 8-token tiles with an even ring)");
+  MOEKIT_REQUIRE(!family.a_gather || (kernel == Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode && c.block_m == 8 &&
+                                       family.a_box_rows == 1 && !family.stream_k),
+                 ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), " of ", body,
+                 " cannot gather A (the MXFP4 decode GEMM1 on 8-token tiles, one-row A boxes, no stream-K)");
+  // The decode bodies take kStreamK, kKGroups and kGatherA after the raw slots.
   const std::string mx = info.mx ? concat(", ", family.mx_stages,
-                                          info.mx_decode ? (family.stream_k ? ", true" : ", false") : "")
+                                          info.mx_decode ? concat(family.stream_k ? ", true, " : ", false, ",
+                                                                  family.k_groups, family.a_gather ? ", true" : ", false")
+                                                         : std::string())
                                  : std::string();
   // The bf16 bodies' last template argument (kDirectStore); the dense body's split-K count precedes it.
   const bool split_arg = info.split_k && (split || direct);
   const std::pair<std::string, std::string> defines = jit_defines();
   *entry = concat("moekit_", body, "_m", c.block_m, "n", c.block_n, "s", c.stages, "c", c.multicast,
                   info.mx ? concat("x", family.mx_stages) : std::string(), finer ? concat("p", family.promote_k) : std::string(), split ? concat("k", c.split_k) : std::string(),
-                  family.stream_k ? "sk" : "",
+                  family.stream_k ? "sk" : "", family.k_groups > 1 ? concat("g", family.k_groups) : std::string(),
+                  family.a_gather ? "ga" : "",
                   direct ? "r" : "", defines.second);
   return concat(defines.first, "#include \"", info.header, "\"\n", "extern \"C\" __global__ void __launch_bounds__(",
                 fp8_gemm_threads(c, family), ", 1)\n", *entry,
@@ -154,14 +166,14 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, Fp8GemmKernel kernel, st
 }
 
 int fp8_gemm_threads(const GemmConfig& c, const Fp8GemmFamily& family) {
-  return family.mx_decode ? sm90::kMxDecodeThreads
+  return family.mx_decode ? sm90::gemm_mx_decode_threads(family.k_groups)
                           : sm90::gemm_num_threads(c.block_m, family.wg_n, family.mx_stages > 0);
 }
 
 unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family) {
   if (family.mx_decode)
     return sm90::gemm_mx_decode_smem_bytes(family.epilogue_smem == ~0u ? 0u : family.epilogue_smem, c.block_m,
-                                           c.block_n, family.sb_rows, c.stages, family.mx_stages);
+                                           c.block_n, family.sb_rows, c.stages, family.mx_stages, family.k_groups);
   const unsigned staging = family.epilogue_smem == ~0u
                               ? sm90::gemm_bf16_staging_bytes(c.block_m, c.block_n, c.direct_store)
                               : family.epilogue_smem;

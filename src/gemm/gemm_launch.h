@@ -93,11 +93,16 @@ struct Fp8GemmFamily {
   int mx_stages = 0;
   /// The MXFP4 decode bodies (*Mxfp4Decode, and only those): GemmConfig::block_m is the tokens per
   /// tile (8, 16 or 32: the MMA's N), block_n the weight rows per tile (128 or 256), stages the A
-  /// stages; kMxDecodeThreads threads, shared memory gemm_mx_decode_smem_bytes.
+  /// stages; gemm_mx_decode_threads(k_groups) threads, shared memory gemm_mx_decode_smem_bytes.
   bool mx_decode = false;
   /// The MXFP4 decode bodies only: tiles in stream-K pieces (scheduler_stream_k.cuh); GEMM1's then
   /// needs MoeGemm1Fields::sk_partials / sk_flags and a grid of at most kStreamKMaxCtas.
   bool stream_k = false;
+  /// The MXFP4 decode bodies only: K groups per tile (MxDecodeTraits::kKGroups; 2 on 8-token tiles).
+  int k_groups = 1;
+  /// The MXFP4 decode GEMM1 only, 8-token tiles: A gathered by token (MxDecodeTraits::kGatherA): the
+  /// A map has one-row boxes (a_box_rows 1); the scales are copied from MoeGemm1Params::sa_gather.
+  bool a_gather = false;
 };
 
 /// NVRTC source of one kernel: an extern "C" entry that calls moekit::sm90::<body><BM, BN, S, C>.

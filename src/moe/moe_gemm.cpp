@@ -31,14 +31,18 @@ MoeGemmKernel moe_gemm1_kernel(const MoeGemm1Plan& plan, bool gather) {
   family.a_box_rows = plan.a_box_rows;
   family.promote_k = plan.promote_k;
   family.mx_stages = plan.mx_stages;  // MXFP4 W1 (moe_prepare_w1_mxfp4's sub-chunks)
-  MOEKIT_REQUIRE(!(gather && family.mx_stages), ErrorCode::kInvalidArgument,
-                 "moe_gemm1_swiglu: MXFP4 W1 runs on the permuted activations, not the gather variant");
-  if (plan.mx_decode) {  // tokens x 256 prepared rows, A boxes of the tile's tokens
+  MOEKIT_REQUIRE(!(gather && family.mx_stages) || (plan.mx_decode && plan.config.block_m == 8 && !plan.stream_k),
+                 ErrorCode::kInvalidArgument,
+                 "moe_gemm1_swiglu: MXFP4 W1 runs on the permuted activations, except the decode GEMM on 8-token "
+                 "tiles in whole tiles, which may gather");
+  if (plan.mx_decode) {  // tokens x 256 prepared rows, A boxes of the tile's tokens (or of one row each)
     k.kernel = Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode;
     family.mx_decode = true;
     family.epilogue_smem = sm90::gemm_mx_decode_swiglu_smem(plan.config.block_m);
-    family.a_box_rows = 0;
+    family.a_box_rows = gather ? 1 : 0;
+    family.a_gather = gather;
     family.stream_k = plan.stream_k;
+    family.k_groups = plan.k_groups;
   }
   return k;
 }
@@ -57,6 +61,7 @@ MoeGemmKernel moe_gemm2_kernel(const MoeGemm2Plan& plan) {
                               : Fp8GemmKernel::kMoeGemm2Scatter;
   family.mx_decode = plan.mx_decode;
   family.stream_k = plan.mx_decode && plan.stream_k;
+  family.k_groups = plan.mx_decode ? plan.k_groups : 1;
   family.epilogue_smem = 0;
   family.a_box_rows = plan.mx_decode ? 0 : plan.a_box_rows;
   family.pdl_early = true;  // as GEMM1: the offsets come from moe_sort, three launches back
@@ -115,13 +120,17 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
                        a.sa_tokens,
                    ErrorCode::kInvalidArgument, "moe_gemm1_swiglu: gather variant needs T * H < 2^32 (T = ",
                    a.num_tokens, ", H = ", a.hidden, "), top_k >= 1, row_map and token scales");
+    // The MXFP4 decode GEMM copies each token's scales in 16-byte pieces.
+    MOEKIT_REQUIRE(!family.a_gather || reinterpret_cast<uintptr_t>(a.sa_tokens) % 16 == 0, ErrorCode::kInvalidArgument,
+                   "moe_gemm1_swiglu: the gathered token scales must be 16-byte aligned");
     p.a_gather = static_cast<const unsigned char*>(a.a_tokens);
     p.a_gather_ld = static_cast<unsigned>(a.hidden);
     p.sa_gather = a.sa_tokens;
     p.sa_gather_ld = static_cast<unsigned>(sfa_ld(a.num_tokens));
     p.row_map = a.row_map;
     p.top_k = static_cast<unsigned>(a.top_k);
-    // The A TMA maps are built (and prefetched) but never loaded from.
+    // The A TMA maps cover the token rows: the FP8 bodies never load from them (cp.async gather),
+    // the MXFP4 decode GEMM1 loads one-row boxes.
     op.a = a.a_tokens;
     op.sa = a.sa_tokens;
     op.a_rows = a.num_tokens;

@@ -108,21 +108,42 @@ int mx_decode_tokens(int64_t rows_per_active) {
   return rows_per_active <= 2 ? 8 : rows_per_active <= 5 ? 16 : 32;  // (tiles divide the 128-row segments)
 }
 
-// Ring slots (a raw slot and an A stage each) of a decode configuration in the device's shared
-// memory, at most `most` (0: none fit).
-int mx_decode_ring_slots(const GemmConfig& c, unsigned epilogue_smem, int sb_rows, int most,
+// MXFP4 weights: the expansion GEMMs read the permuted copy; the decode GEMM1 on 8-token tiles
+// reads the token rows instead (MxDecodeTraits::kGatherA) when MoeConfig::gemm1_input asks for it,
+// with the tokens quantized in the sort's launch (plan_moe_forward). Not by default: that launch
+// is then the previous one, so GEMM1 finds its first tile only after it, where behind the permute
+// kernel it does so while that runs (H100, layer µs, permuted -> gathered, two rounds: gpt-oss-120b
+// T = 1 45.7 -> 47.8, T = 8 175.3 -> 179.5; deepseek-v3 T = 1 92.1 -> 90.3, T = 8 471.2 -> 474.8;
+// docs/mxfp4.md §Gathered tokens). Not where MOEKIT_MXFP4_STREAM_K asks for GEMM1 in pieces
+// either: their partial sums use the gather's parameter fields.
+bool mx_decode_gathers(const MoeConfig& layer, int64_t t, const MoeLoadEstimate& e, const Knobs& knobs) {
+  const bool gemm1_pieces = knobs.mxfp4_stream_k >= 0 && (knobs.mxfp4_stream_k & 1) != 0 && !layer.deterministic;
+  return layer.gemm1_input == MoeGemm1Input::kGathered && knobs.mxfp4_decode && !gemm1_pieces &&
+         e.rows_per_active <= kMxDecodeMaxRowsPerExpert && mx_decode_tokens(e.rows_per_active) == 8 &&
+         gemm1_gathers(layer.gemm1_input, t, layer.hidden, e);
+}
+
+// Ring slots (a raw slot and an A stage each) of a decode configuration with `k_groups` K groups
+// in the device's shared memory, at most `most` (0: none fit).
+// Two K groups take a tile's K blocks alternately from one ring, so an even ring keeps each slot
+// with one group inside a tile (an odd one hands a slot from group to group, and a group could test
+// its slot's barrier a phase early while the other group's copy into it is still in flight).
+int mx_decode_ring_slots(const GemmConfig& c, unsigned epilogue_smem, int sb_rows, int most, int k_groups,
                          const GemmDeviceLimits& limits) {
   for (int n = std::min(most, 16); n >= 2; --n)
-    if (sm90::gemm_mx_decode_smem_bytes(epilogue_smem, c.block_m, c.block_n, sb_rows, n, n) <= limits.smem_bytes)
+    if ((k_groups == 1 || n % 2 == 0) &&
+        sm90::gemm_mx_decode_smem_bytes(epilogue_smem, c.block_m, c.block_n, sb_rows, n, n, k_groups) <=
+            limits.smem_bytes)
       return n;
   return 0;
 }
 
 // One decode GEMM's configuration, or nothing when no ring fits. `forced`: a tuning knob's
 // configuration (MOEKIT_MOE_GEMM1_CONFIG / MOEKIT_MOE_GEMM2_CONFIG) with BLOCK_M < 64 whose
-// tokens, rows and stages (the ring's most slots) replace the plan's.
+// tokens, rows and stages (the ring's most slots) replace the plan's. `k_groups`: 2 asks for two
+// K groups, which the configuration gets where its tiles can run them (8 tokens), else 1.
 bool mx_decode_config(int tokens, int rows, unsigned epilogue_smem, int sb_rows, const std::string& forced,
-                      const GemmDeviceLimits& limits, GemmConfig& c, int& slots) {
+                      const GemmDeviceLimits& limits, GemmConfig& c, int& slots, int& k_groups) {
   c = GemmConfig{};
   c.block_m = tokens;
   c.block_n = rows;
@@ -138,8 +159,9 @@ bool mx_decode_config(int tokens, int rows, unsigned epilogue_smem, int sb_rows,
       most = f.stages;
     }
   }
+  if (!sm90::gemm_mx_decode_k_groups_supported(c.block_m, k_groups)) k_groups = 1;
   slots = mx_decode_ring_slots(c, epilogue_smem ? sm90::gemm_mx_decode_swiglu_smem(c.block_m) : 0u, sb_rows, most,
-                               limits);
+                               k_groups, limits);
   c.stages = slots;
   return slots > 0;
 }
@@ -158,16 +180,24 @@ void plan_mx_decode(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& kno
                          ceil_div(p.load.rows_per_active, int64_t(tokens));
   const int sk_mask = knobs.mxfp4_stream_k >= 0 ? knobs.mxfp4_stream_k : tiles2 <= 4 * limits.num_sms ? 2 : 0;
   const bool stream_k = sk_fits && (sk_mask & 1) != 0, stream_k2 = sk_fits && (sk_mask & 2) != 0;
+  // Two K groups per 8-token tile (MxDecodeTraits::kKGroups) where the GEMM's bit is set; the
+  // plan's: GEMM1's (H100, layer µs, one K group -> two on GEMM1 -> both, docs/mxfp4.md §K groups:
+  // gpt-oss-120b T = 1 48.1 -> 45.4 -> 45.1, T = 8 180.2 -> 176.8 -> 175.7; deepseek-v3 T = 1
+  // 92.9 -> 91.0 -> 91.7; GEMM2's stage alone moved within ±0.5 µs).
+  const int kg_mask = knobs.mxfp4_k_groups >= 0 ? knobs.mxfp4_k_groups : 1;
   GemmConfig c;
   int slots = 0;
-  if (mx_decode_config(tokens, 256, 1, 64, knobs.moe_gemm1_config, limits, c, slots) && c.block_n == 256) {
+  // The deterministic layer keeps one K group: its GEMM1 sums each K block in the FP8 form's order.
+  int k_groups = (kg_mask & 1) != 0 && !p.layer.deterministic ? 2 : 1;
+  if (mx_decode_config(tokens, 256, 1, 64, knobs.moe_gemm1_config, limits, c, slots, k_groups) && c.block_n == 256) {
     p.gemm1.config = c;
     p.gemm1.mx_stages = slots;
     p.gemm1.mx_decode = true;
     // The deterministic layer keeps whole tiles: its GEMM1 then sums each K block in the FP8 layer's
     // order, so the MXFP4 layer equals its FP8 form bit for bit (a stream-K owner adds its helpers'
     // partial sums, a different FP32 rounding; deterministic too, but not that form's).
-    p.gemm1.stream_k = stream_k && !p.layer.deterministic;
+    p.gemm1.stream_k = stream_k && !p.layer.deterministic && !p.gather;  // (sk_partials share a_gather's field)
+    p.gemm1.k_groups = k_groups;
     p.gemm1.dynamic = !p.gemm1.stream_k && dynamic_pays(false, p.load, moe_prepared_w1_rows(p.layer.inter), c);
     p.gemm1.one_pass = false;
   }
@@ -175,11 +205,13 @@ void plan_mx_decode(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& kno
   // Whole tiles: 256 rows while every SM still gets one. Stream-K: 256 (more MMA tiles per warp).
   const int rows2 =
       stream_k2 || p.load.active * ceil_div(p.layer.hidden, int64_t(256)) >= limits.num_sms ? 256 : 128;
-  if (mx_decode_config(tokens, rows2, 0, 128, knobs.moe_gemm2_config, limits, c, slots)) {
+  k_groups = (kg_mask & 2) != 0 ? 2 : 1;
+  if (mx_decode_config(tokens, rows2, 0, 128, knobs.moe_gemm2_config, limits, c, slots, k_groups)) {
     p.gemm2.config = c;
     p.gemm2.mx_stages = slots;
     p.gemm2.mx_decode = true;
     p.gemm2.stream_k = stream_k2;
+    p.gemm2.k_groups = k_groups;
     p.gemm2.dynamic = !stream_k2 && dynamic_pays(false, p.load, p.layer.hidden, c);
   }
 }
@@ -295,9 +327,10 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
   const auto skip = [&](const char* stage) { return moe_diag_skip(knobs.diag_skip, stage); };
   p.load = moe_expected_load(t, k, layer.num_experts, local);
   p.rows = moe_sort_rows_bound(t, k, local);
-  // MXFP4 weights: the producer's warps 2 and 3 expand them, so GEMM1 reads the permuted copy.
+  // MXFP4 weights: the expansion GEMMs' producer warps expand them, so GEMM1 reads the permuted copy,
+  // except the decode GEMM1 on 8-token tiles (mx_decode_gathers).
   const bool mx = layer.weight_format == MoeWeightFormat::kMxfp4;
-  p.gather = !mx && gemm1_gathers(layer.gemm1_input, t, layer.hidden, p.load);
+  p.gather = mx ? mx_decode_gathers(layer, t, p.load, knobs) : gemm1_gathers(layer.gemm1_input, t, layer.hidden, p.load);
   if (prequantized) {  // FP8 weights: GEMM1 reads the rows where they are; MXFP4: copied per slot
     MOEKIT_REQUIRE(!p.from_logits && t * layer.hidden < (int64_t(1) << 32), ErrorCode::kInvalidArgument,
                    "moekit: pre-quantized tokens need caller-routed ids and T * H < 2^32 (T = ", t, ", H = ",
@@ -317,6 +350,8 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
     p.quantize_in_sort = p.gather && !p.prequantized && moe_sort_quantize_applies(t, k, local) &&
                          !skip("sort") && !skip("permute_quant");
   }
+  // MXFP4 gathers only where the sort's launch quantizes the tokens.
+  if (mx && !p.prequantized && !p.quantize_in_sort) p.gather = false;
   p.permute_token_scales = !p.gather && !p.prequantized && token_scales_pay(t, k, layer.hidden);
 
   MoeGemmRequest g1;
@@ -338,6 +373,11 @@ MoePlan plan_moe_forward(const MoeConfig& layer, int64_t num_tokens, bool from_l
     p.gemm2 = plan_moe_gemm2_scatter(p.rows, layer.hidden, layer.inter, p.load, limits, g2);
   }
   if (mx) plan_mxfp4_gemms(p, limits, knobs);
+  if (mx && p.gather && !(p.gemm1.mx_decode && p.gemm1.config.block_m == 8)) {  // a forced configuration
+    p.gather = p.quantize_in_sort = false;
+    p.gemm1.pdl_early = true;
+    p.permute_token_scales = token_scales_pay(t, k, layer.hidden);
+  }
   p.workspace = moe_workspace_plan(t, k, layer.hidden, layer.inter, local, sort_scratch_bytes, mx);
   return p;
 }

@@ -55,6 +55,7 @@ struct MoeGemm1Plan {
   /// tokens per tile, stages = A stages).
   bool mx_decode = false;
   bool stream_k = false;  ///< the decode GEMM in stream-K pieces (Fp8GemmFamily::stream_k)
+  int k_groups = 1;       ///< the decode GEMM's K groups per tile (Fp8GemmFamily::k_groups)
 };
 
 /// GEMM2: either the scatter-add GEMM (moe_gemm2_scatter, FP32 atomics into y_acc, then finalize)
@@ -67,6 +68,7 @@ struct MoeGemm2Plan {
   int mx_stages = 0;     ///< MXFP4 W2: raw slots (Fp8GemmFamily::mx_stages); 0 = FP8
   bool mx_decode = false;  ///< scatter-add GEMM on MXFP4 W2: the decode GEMM (as MoeGemm1Plan::mx_decode)
   bool stream_k = false;   ///< the decode GEMM in stream-K pieces (as MoeGemm1Plan::stream_k)
+  int k_groups = 1;        ///< the decode GEMM's K groups per tile (as MoeGemm1Plan::k_groups)
 };
 
 /// Byte offsets of the forward's workspace regions (fused layout), 256-byte aligned, in carve order.

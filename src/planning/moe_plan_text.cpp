@@ -34,10 +34,11 @@ std::string activations_line(const MoePlan& p) {
 
 // MXFP4 weights: the raw slots that stream them (kernels/sm90/mxfp4_loader.cuh), and whether the
 // decode GEMM runs them (mxfp4_decode_gemm.cuh: BLOCK_M tokens x BLOCK_N weight rows, A stages).
-std::string mx_text(int mx_stages, bool decode, bool stream_k = false) {
+std::string mx_text(int mx_stages, bool decode, bool stream_k = false, int k_groups = 1) {
   if (!mx_stages) return std::string();
   return concat("  mxfp4 raw slots ", mx_stages, decode ? "  decode GEMM (m = tokens per tile, weights as MMA A)" : "",
-                stream_k ? ", stream-K (equal K-block shares per CTA)" : "");
+                stream_k ? ", stream-K (equal K-block shares per CTA)" : "",
+                k_groups > 1 ? concat(", ", k_groups, " K groups per tile") : std::string());
 }
 
 std::string gemm1_line(const MoeGemm1Plan& g) {
@@ -45,7 +46,7 @@ std::string gemm1_line(const MoeGemm1Plan& g) {
                 "  tail_split ", g.config.multicast == 2 ? on_off(g.pair_tail_split) : "n/a (single CTAs)",
                 "  scheduling ", g.dynamic ? (g.one_pass ? "dynamic, one pass" : "dynamic") : "static",
                 "  a_box_rows ", g.a_box_rows ? std::to_string(g.a_box_rows) : std::string("BLOCK_M"),
-                "  pdl_early ", on_off(g.pdl_early), mx_text(g.mx_stages, g.mx_decode, g.stream_k));
+                "  pdl_early ", on_off(g.pdl_early), mx_text(g.mx_stages, g.mx_decode, g.stream_k, g.k_groups));
 }
 
 std::string gemm2_line(const MoeGemm2Plan& g) {
@@ -55,7 +56,7 @@ std::string gemm2_line(const MoeGemm2Plan& g) {
   return concat("FP32 scatter-add into y_acc + finalize: ", g.config.str(), "  scheduling ",
                 g.dynamic ? "dynamic" : "static", "  a_box_rows ",
                 g.a_box_rows ? std::to_string(g.a_box_rows) : std::string("BLOCK_M"),
-                mx_text(g.mx_stages, g.mx_decode, g.stream_k));
+                mx_text(g.mx_stages, g.mx_decode, g.stream_k, g.k_groups));
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ Knobs parse_knobs(const std::function<const char*(const char*)>& env, bool diagn
   k.moe_gemm2_config = str(env("MOEKIT_MOE_GEMM2_CONFIG"));
   if (const char* v = env("MOEKIT_MXFP4_DECODE"); v && *v) k.mxfp4_decode = on(v);
   if (const char* v = env("MOEKIT_MXFP4_STREAM_K"); v && *v) k.mxfp4_stream_k = std::clamp(std::atoi(v), -1, 3);
+  if (const char* v = env("MOEKIT_MXFP4_K_GROUPS"); v && *v) k.mxfp4_k_groups = std::clamp(std::atoi(v), -1, 3);
 
   struct Diag {
     const char* name;

@@ -39,6 +39,10 @@ struct Knobs {
   /// M (1: GEMM1, 2: GEMM2) run stream-K pieces (kernels/sm90/scheduler_stream_k.cuh), the others
   /// whole tiles; -1 or unset: the plan's choice (text that is no number reads as 0).
   int mxfp4_stream_k = -1;
+  /// MOEKIT_MXFP4_K_GROUPS=M (a number, 0 … 3), for A/B runs: the decode GEMMs whose bit is set in M
+  /// (1: GEMM1, 2: GEMM2) split each 8-token tile's K blocks between two K groups of math warpgroups
+  /// (MxDecodeTraits::kKGroups), the others one; -1 or unset: the plan's choice.
+  int mxfp4_k_groups = -1;
 
   // --- diagnostics (only with kDiagnosticsBuild; empty otherwise) ---
   /// MOEKIT_DIAG_SKIP: comma-separated MoE stages the forward does not launch (wrong results).

@@ -181,6 +181,63 @@ TEST(Jit, Mxfp4BodiesCompileForSm90a) {
       moekit::Error);
 }
 
+// The MXFP4 decode bodies' variants (stream-K pieces, two K groups, gathered A) compile cleanly, and
+// the combinations they cannot run are refused.
+TEST(Jit, Mxfp4DecodeVariantsCompileForSm90a) {
+  using moekit::detail::Fp8GemmKernel;
+  struct Case {
+    Fp8GemmKernel body;
+    int tokens, rows, slots, k_groups;
+    bool stream_k, gather;
+  };
+  const Case cases[] = {{Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode, 8, 256, 10, 2, false, false},
+                        {Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode, 8, 256, 10, 2, false, true},
+                        {Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode, 8, 256, 10, 1, false, true},
+                        {Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode, 8, 256, 10, 2, true, false},
+                        {Fp8GemmKernel::kMoeGemm2ScatterMxfp4Decode, 8, 256, 10, 2, true, false},
+                        {Fp8GemmKernel::kMoeGemm2ScatterMxfp4Decode, 8, 128, 10, 2, false, false}};
+  auto family_of = [](const Case& k) {
+    moekit::detail::Fp8GemmFamily f;
+    const bool g1 = k.body == Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode;
+    f.wg_n = g1 ? 2 : 1;
+    f.sb_rows = g1 ? 64 : 128;
+    f.promote_k = g1 ? 64 : 128;
+    f.epilogue_smem = g1 ? moekit::sm90::gemm_mx_decode_swiglu_smem(k.tokens) : 0u;
+    f.mx_stages = k.slots;
+    f.mx_decode = true;
+    f.stream_k = k.stream_k;
+    f.k_groups = k.k_groups;
+    f.a_gather = k.gather;
+    f.a_box_rows = k.gather ? 1 : 0;
+    return f;
+  };
+  for (const Case& k : cases) {
+    std::string entry;
+    const std::string src = moekit::detail::fp8_gemm_kernel_source({k.tokens, k.rows, k.slots, 8, 132, 1}, k.body,
+                                                                   &entry, family_of(k));
+    SCOPED_TRACE(entry);
+    EXPECT_EQ(entry.find("g2") != std::string::npos, k.k_groups == 2);
+    EXPECT_EQ(entry.find("ga") != std::string::npos, k.gather);
+    expect_compiles_clean(src, entry);
+  }
+  // Two K groups run 8-token tiles with an even ring, gathered A 8-token tiles of GEMM1 in whole
+  // tiles.
+  const Case refused[] = {{Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode, 16, 256, 10, 2, false, false},
+                          {Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode, 16, 256, 10, 1, false, true},
+                          {Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode, 8, 256, 10, 1, true, true},
+                          {Fp8GemmKernel::kMoeGemm2ScatterMxfp4Decode, 8, 256, 10, 1, false, true},
+                          {Fp8GemmKernel::kMoeGemm1SwigluMxfp4Decode, 8, 256, 11, 2, false, false},
+                          {Fp8GemmKernel::kMoeGemm1SwigluMxfp4, 64, 256, 4, 2, false, false}};
+  for (const Case& k : refused) {
+    std::string entry;
+    moekit::detail::Fp8GemmFamily f = family_of(k);
+    if (k.body == Fp8GemmKernel::kMoeGemm1SwigluMxfp4) f.mx_decode = false;
+    EXPECT_THROW(moekit::detail::fp8_gemm_kernel_source({k.tokens, k.rows, k.slots, 8, 132, 1}, k.body, &entry, f),
+                 moekit::Error)
+        << k.tokens << " tokens, " << k.k_groups << " K groups, gather " << k.gather;
+  }
+}
+
 // The fused GEMMs the MoE layer's plans launch (moe_gemm_kernel_sources, what `moekit jit warm
 // --moe` compiles), FP8 and MXFP4 weights, decode to prefill sizes: each compiles cleanly.
 TEST(Jit, PlannedMoeGemmsCompileForSm90a) {

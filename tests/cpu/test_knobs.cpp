@@ -66,6 +66,15 @@ TEST(Knobs, StreamKMaskIsANumberClampedToItsRange) {
   }
 }
 
+// MOEKIT_MXFP4_K_GROUPS is the same kind of mask (bit 1 GEMM1, bit 2 GEMM2: two K groups per tile).
+TEST(Knobs, KGroupsMaskIsANumberClampedToItsRange) {
+  EXPECT_EQ(parse_knobs(FakeEnv{}, false).mxfp4_k_groups, -1);
+  for (const auto& [text, mask] : {std::pair<const char*, int>{"1", 1}, {"3", 3}, {"0", 0}, {"7", 3}, {"-2", -1}}) {
+    const FakeEnv env{{{"MOEKIT_MXFP4_K_GROUPS", text}}};
+    EXPECT_EQ(parse_knobs(env, false).mxfp4_k_groups, mask) << text;
+  }
+}
+
 TEST(Knobs, ConfigOverridesInEveryBuild) {
   const FakeEnv env{{{"MOEKIT_GROUPED_CONFIG", "m128n128s5g8x132c1"},
                      {"MOEKIT_MOE_GEMM1_CONFIG", "m64n256s4g8x132c2"},

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "kernels/sm90/fp8_gemm_layout.cuh"
+#include "moe/moe_sort_internal.h"
 #include "moekit/moe_layer.h"
 #include "planning/moe_plan.h"
 #include "runtime/knobs.h"
@@ -116,6 +117,7 @@ TEST(MoePlan, Mxfp4WeightsPlanSingleCtasWithRawSlots) {
 // rows GEMM2 keeps the expansion GEMM. Larger loads keep the expansion GEMMs.
 TEST(MoePlan, Mxfp4DecodeSizesRunTheDecodeGemms) {
   const GemmDeviceLimits lim{};
+  int gathered_plans = 0;
   for (const Preset& pr : kPresets) {
     for (bool det : {false, true}) {
       MoeConfig m = layer_config(pr, true);
@@ -134,13 +136,15 @@ TEST(MoePlan, Mxfp4DecodeSizesRunTheDecodeGemms) {
         EXPECT_EQ(p.gemm1.config.stages, p.gemm1.mx_stages) << "one ring: a raw slot and an A stage per K block";
         EXPECT_EQ(p.gemm1.config.multicast, 1);
         const unsigned epi1 = moekit::sm90::gemm_mx_decode_swiglu_smem(tok);
-        auto smem = [&](const moekit::GemmConfig& c, unsigned epi, int sb_rows, int slots) {
-          return moekit::sm90::gemm_mx_decode_smem_bytes(epi, c.block_m, c.block_n, sb_rows, slots, slots);
+        auto smem = [&](const moekit::GemmConfig& c, unsigned epi, int sb_rows, int slots, int k_groups) {
+          return moekit::sm90::gemm_mx_decode_smem_bytes(epi, c.block_m, c.block_n, sb_rows, slots, slots, k_groups);
         };
         EXPECT_GE(p.gemm1.mx_stages, 2);
-        EXPECT_LE(smem(p.gemm1.config, epi1, 64, p.gemm1.mx_stages), lim.smem_bytes);
+        EXPECT_LE(smem(p.gemm1.config, epi1, 64, p.gemm1.mx_stages, p.gemm1.k_groups), lim.smem_bytes);
         if (p.gemm1.mx_stages < 16)
-          EXPECT_GT(smem(p.gemm1.config, epi1, 64, p.gemm1.mx_stages + 1), lim.smem_bytes) << "as many slots as fit";
+          EXPECT_GT(smem(p.gemm1.config, epi1, 64, p.gemm1.mx_stages + p.gemm1.k_groups, p.gemm1.k_groups),
+                    lim.smem_bytes)
+              << "as many slots as fit (an even number with two K groups)";
         if (p.gemm2.mx_decode) {
           EXPECT_EQ(p.gemm2.config.block_m, tok);
           // Stream-K pieces on 256 rows while the 256-row tiles make at most four waves; else whole
@@ -152,9 +156,12 @@ TEST(MoePlan, Mxfp4DecodeSizesRunTheDecodeGemms) {
                     p.gemm2.stream_k || p.load.active * ((pr.h + 255) / 256) >= lim.num_sms ? 256 : 128);
           EXPECT_EQ(p.gemm2.config.stages, p.gemm2.mx_stages);
           EXPECT_GE(p.gemm2.mx_stages, 2);
-          EXPECT_LE(smem(p.gemm2.config, 0, 128, p.gemm2.mx_stages), lim.smem_bytes);
+          EXPECT_LE(smem(p.gemm2.config, 0, 128, p.gemm2.mx_stages, p.gemm2.k_groups), lim.smem_bytes);
         }
         EXPECT_FALSE(p.gemm1.stream_k) << "GEMM1 keeps whole tiles unless MOEKIT_MXFP4_STREAM_K says otherwise";
+        // Two K groups on GEMM1's 8-token tiles (not in the deterministic layer), one on GEMM2's.
+        EXPECT_EQ(p.gemm1.k_groups, tok == 8 && !det ? 2 : 1);
+        EXPECT_EQ(p.gemm2.k_groups, 1);
         const std::string text = moekit::detail::describe_moe_plan(p);
         EXPECT_NE(text.find("decode GEMM"), std::string::npos) << text;
         EXPECT_EQ(text.find("stream-K") != std::string::npos, p.gemm2.stream_k) << text;
@@ -174,9 +181,62 @@ TEST(MoePlan, Mxfp4DecodeSizesRunTheDecodeGemms) {
         EXPECT_FALSE(q.gemm2.stream_k);
         if (q.gemm2.mx_decode)
           EXPECT_EQ(q.gemm2.config.block_n, q.load.active * ((pr.h + 255) / 256) >= lim.num_sms ? 256 : 128);
+        // MOEKIT_MXFP4_K_GROUPS=3: two K groups on 8-token tiles (GEMM1 not in the deterministic
+        // layer), with the exchange in the ring's shared memory.
+        Knobs kg;
+        kg.mxfp4_k_groups = 3;
+        const MoePlan g = plan_moe_forward(m, t, false, lim, 0, kg);
+        EXPECT_EQ(g.gemm1.k_groups, tok == 8 && !det ? 2 : 1);
+        EXPECT_LE(moekit::sm90::gemm_mx_decode_smem_bytes(epi1, tok, 256, 64, g.gemm1.mx_stages, g.gemm1.mx_stages,
+                                                          g.gemm1.k_groups),
+                  lim.smem_bytes);
+        if (g.gemm2.mx_decode) {
+          EXPECT_EQ(g.gemm2.k_groups, tok == 8 ? 2 : 1);
+          EXPECT_LE(moekit::sm90::gemm_mx_decode_smem_bytes(0, tok, g.gemm2.config.block_n, 128, g.gemm2.mx_stages,
+                                                            g.gemm2.mx_stages, g.gemm2.k_groups),
+                    lim.smem_bytes);
+        }
+        EXPECT_EQ(moekit::detail::describe_moe_plan(g).find("K groups") != std::string::npos,
+                  g.gemm1.k_groups > 1 || g.gemm2.k_groups > 1);
+        // The decode GEMM1 reads token rows only when asked (MoeGemm1Input::kGathered), on 8-token
+        // tiles where the sort's launch quantizes the tokens, and then never in stream-K pieces.
+        EXPECT_FALSE(p.gather);
+        MoeConfig gm = m;
+        gm.gemm1_input = moekit::MoeGemm1Input::kGathered;
+        const MoePlan ga = plan_moe_forward(gm, t, false, lim, 0, Knobs{});
+        EXPECT_EQ(ga.gather, tok == 8 && moekit::detail::moe_sort_quantize_applies(t, pr.k, pr.e));
+        gathered_plans += ga.gather ? 1 : 0;
+        if (ga.gather) {
+          EXPECT_TRUE(ga.quantize_in_sort);
+          // A forced GEMM1 configuration of 16 tokens takes the permuted copy back.
+          Knobs forced;
+          forced.moe_gemm1_config = "m16n256s8g8x132c1";
+          const MoePlan fb = plan_moe_forward(gm, t, false, lim, 0, forced);
+          EXPECT_EQ(fb.gemm1.config.block_m, 16);
+          EXPECT_FALSE(fb.gather);
+          EXPECT_FALSE(fb.quantize_in_sort);
+          EXPECT_TRUE(fb.gemm1.pdl_early);
+          EXPECT_FALSE(ga.gemm1.pdl_early) << "the layout comes from the previous launch";
+          EXPECT_FALSE(ga.permute_token_scales);
+          // (The deterministic layer's GEMM1 never runs in pieces.)
+          EXPECT_EQ(plan_moe_forward(gm, t, false, lim, 0, both).gather, det) << "stream-K GEMM1 keeps the copy";
+        }
+        // The exchange lies between the one-group core and the raw slots.
+        if (g.gemm1.k_groups == 2)
+          EXPECT_GE(moekit::sm90::gemm_mx_region_offset(
+                        moekit::sm90::gemm_mx_decode_core_bytes(epi1, tok, 256, 64, g.gemm1.mx_stages, 2)),
+                    moekit::sm90::gemm_mx_decode_core_bytes(epi1, tok, 256, 64, g.gemm1.mx_stages, 1) +
+                        moekit::sm90::gemm_mx_decode_xch_bytes(tok, 256, 2));
+        EXPECT_TRUE(g.gemm1.k_groups == 1 || g.gemm1.mx_stages % 2 == 0) << "two K groups need an even ring";
+        Knobs one;
+        one.mxfp4_k_groups = 0;
+        const MoePlan o = plan_moe_forward(m, t, false, lim, 0, one);
+        EXPECT_EQ(o.gemm1.k_groups, 1);
+        EXPECT_EQ(o.gemm2.k_groups, 1);
       }
     }
   }
+  EXPECT_GT(gathered_plans, 0);
   EXPECT_FALSE(moekit::sm90::gemm_mx_decode_supported(64, 256));
   EXPECT_FALSE(moekit::sm90::gemm_mx_decode_supported(8, 192));
 }

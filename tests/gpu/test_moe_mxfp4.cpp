@@ -17,8 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include "gemm/gemm_launch.h"
+#include "gemm/heuristic.h"
 #include "moe/moe_gemm.h"
 #include "moe_layer_harness.h"
+#include "planning/moe_plan.h"
 #include "runtime/knobs.h"
 #include "moekit/mxfp4.h"
 
@@ -347,6 +350,87 @@ TEST(MoeMxfp4, StreamKGraphReplaysFollowTheirInputs) {
         expect_accurate(ch);
       }
     }
+  }
+}
+
+// Two K groups per 8-token decode tile (MOEKIT_MXFP4_K_GROUPS=3), alone and with stream-K pieces:
+// H = 640 gives GEMM1 five K blocks (the first group runs three, the second two) and I = 384 GEMM2
+// three; stream-K pieces of one K block leave the second group nothing to add. T = 7 and 64 run
+// 16- and 32-token tiles, which keep one group.
+TEST(MoeMxfp4, TwoKGroupsMatchTheReference) {
+  moekit::test::Stream s;
+  const MxWeights W(16, 640, 384, 29);
+  const MoeConfig c = mx_config(small_config(16, 4, 640, 384, false));
+  const Layer L(c, *W.fp8, W.slice(0), s);
+  for (int sk : {0, 3}) {
+    moekit::detail::Knobs k = moekit::detail::knobs();
+    k.mxfp4_k_groups = 3;
+    k.mxfp4_stream_k = sk;
+    const moekit::detail::ScopedKnobs scope(k);
+    for (int64_t t : {1, 2, 7, 64}) {
+      SCOPED_TRACE(::testing::Message() << "stream-K mask " << sk << " T=" << t);
+      Inputs in = make_x(t, c.hidden, 130 + uint64_t(t));
+      random_ids(in, c, 140 + uint64_t(t), false);
+      const Check ch = check_rows(L, in, run(L, in, false, s), all_rows(t), "mxfp4 two K groups");
+      EXPECT_EQ(ch.nonfinite, 0);
+      expect_accurate(ch);
+    }
+  }
+  // CTAs that run several tiles (the exchange's two buffers in turn): 64 experts, k = 8, I = 2048
+  // give GEMM1 ~16 active experts x 16 tiles at T = 2 for 132 CTAs, GEMM2 whole 128-row tiles.
+  moekit::detail::Knobs k = moekit::detail::knobs();
+  k.mxfp4_k_groups = 3;
+  k.mxfp4_stream_k = 0;
+  const moekit::detail::ScopedKnobs scope(k);
+  const MxWeights W2(64, 512, 2048, 37);
+  const MoeConfig c2 = mx_config(small_config(64, 8, 512, 2048, false));
+  const Layer L2(c2, *W2.fp8, W2.slice(0), s);
+  for (int64_t t : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "64 experts T=" << t);
+    Inputs in = make_x(t, c2.hidden, 190 + uint64_t(t));
+    random_ids(in, c2, 200 + uint64_t(t), false);
+    const Check ch = check_rows(L2, in, run(L2, in, false, s), all_rows(t), "mxfp4 two K groups, tiles in turn");
+    EXPECT_EQ(ch.nonfinite, 0);
+    expect_accurate(ch);
+  }
+}
+
+// The decode GEMM1 reading token rows (MoeGemm1Input::kGathered: 8-token tiles, the tokens
+// quantized in the sort's launch) computes what it computes from the permuted copy (the default),
+// bit for bit in the deterministic layer; T = 5 puts 1.25 rows on an expert on average (T = 8, two,
+// plans 16-token tiles, which read the permuted copy).
+TEST(MoeMxfp4, GatheredTokensEqualThePermutedCopy) {
+  moekit::test::Stream s;
+  const MxWeights W(16, 640, 384, 31);
+  MoeConfig c = mx_config(small_config(16, 4, 640, 384, true));
+  c.gemm1_input = moekit::MoeGemm1Input::kGathered;
+  const Layer gathered(c, *W.fp8, W.slice(0), s);
+  c.gemm1_input = moekit::MoeGemm1Input::kAuto;
+  const Layer permuted(c, *W.fp8, W.slice(0), s);
+  for (int64_t t : {1, 2, 3, 5}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << t);
+    Inputs in = make_x(t, c.hidden, 150 + uint64_t(t));
+    random_ids(in, c, 160 + uint64_t(t), t == 5);  // (T = 5 with some -1 ids)
+    namespace d = moekit::detail;
+    ASSERT_TRUE(d::plan_moe_forward(gathered.cfg(), t, false, d::device_limits(), 0, d::knobs()).gather);
+    ASSERT_FALSE(d::plan_moe_forward(permuted.cfg(), t, false, d::device_limits(), 0, d::knobs()).gather);
+    const Result r = run(gathered, in, false, s);
+    EXPECT_EQ(r.y, run(permuted, in, false, s).y);
+    expect_accurate(check_rows(gathered, in, r, all_rows(t), "mxfp4 gathered tokens"));
+  }
+  // The layer outside the deterministic mode gathers with two K groups on GEMM1.
+  MoeConfig fast = mx_config(small_config(16, 4, 640, 384, false));
+  fast.gemm1_input = moekit::MoeGemm1Input::kGathered;
+  const Layer gathered2(fast, *W.fp8, W.slice(0), s);
+  for (int64_t t : {1, 3, 5}) {
+    SCOPED_TRACE(::testing::Message() << "two K groups T=" << t);
+    namespace d = moekit::detail;
+    const d::MoePlan p = d::plan_moe_forward(gathered2.cfg(), t, false, d::device_limits(), 0, d::knobs());
+    ASSERT_TRUE(p.gather);
+    ASSERT_EQ(p.gemm1.k_groups, 2);
+    Inputs in = make_x(t, fast.hidden, 170 + uint64_t(t));
+    random_ids(in, fast, 180 + uint64_t(t), t == 5);
+    expect_accurate(check_rows(gathered2, in, run(gathered2, in, false, s), all_rows(t), "mxfp4 gathered, 2 K groups"));
   }
 }
 

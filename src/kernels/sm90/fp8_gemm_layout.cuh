@@ -187,20 +187,33 @@ constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn,
 }
 /// The MXFP4 decode GEMMs (mxfp4_decode_gemm.cuh): tiles of `tok` tokens (A rows, the MMA's N) x
 /// `rows` weight rows; the core layout above with no B stages (A stages of `tok` rows), then the
-/// raw region of `rows`-row slots. Two math warpgroups and the producer warpgroup.
-inline constexpr int kMxDecodeThreads = 384;
+/// raw region of `rows`-row slots. `k_groups` (1 or 2) pairs of math warpgroups share each tile's
+/// K blocks, then the producer warpgroup.
+constexpr int gemm_mx_decode_threads(int k_groups) { return 128 * (2 * k_groups + 1); }
 constexpr bool gemm_mx_decode_supported(int tok, int rows) {
   return (tok == 8 || tok == 16 || tok == 32) && (rows == 128 || rows == 256);  // tiles divide 128-row segments
+}
+/// K groups a decode tile may split into: 2 only for 8-token tiles (the registers of four math
+/// warpgroups hold one 8-token fragment set each, mxfp4_decode_gemm.cuh MxDecodeTraits).
+constexpr bool gemm_mx_decode_k_groups_supported(int tok, int k_groups) {
+  return k_groups == 1 || (k_groups == 2 && tok == 8);
 }
 /// Per tile slot, the tile's B-scale rows (rows / sb_rows of them, sb_rows rows of B per scale),
 /// staged by the scheduler warp (TilePipe::push) after the tile pipe.
 constexpr unsigned gemm_mx_decode_sb_floats(int rows, int sb_rows) { return unsigned(rows / sb_rows) * kGemmMaxStagedKb; }
-constexpr unsigned gemm_mx_decode_core_bytes(unsigned epilogue_bytes, int tok, int rows, int sb_rows, int stages) {
-  return gemm_smem_core_bytes(epilogue_bytes, tok, 0, stages, 1) + kGemmTileSlots * gemm_mx_decode_sb_floats(rows, sb_rows) * 4u;
+/// With two K groups, the second group's partial sums for the first (256 math threads x rows / 128
+/// MMA tiles x tok / 2 floats), in two buffers (tiles alternate), after the staged B scales.
+constexpr unsigned gemm_mx_decode_xch_bytes(int tok, int rows, int k_groups) {
+  return k_groups > 1 ? 2u * 256u * unsigned(rows / 128) * unsigned(tok / 2) * 4u : 0u;
+}
+constexpr unsigned gemm_mx_decode_core_bytes(unsigned epilogue_bytes, int tok, int rows, int sb_rows, int stages,
+                                             int k_groups = 1) {
+  return gemm_smem_core_bytes(epilogue_bytes, tok, 0, stages, 1) +
+         kGemmTileSlots * gemm_mx_decode_sb_floats(rows, sb_rows) * 4u + gemm_mx_decode_xch_bytes(tok, rows, k_groups);
 }
 constexpr unsigned gemm_mx_decode_smem_bytes(unsigned epilogue_bytes, int tok, int rows, int sb_rows, int stages,
-                                             int raw) {
-  return 1024u + gemm_mx_region_offset(gemm_mx_decode_core_bytes(epilogue_bytes, tok, rows, sb_rows, stages)) +
+                                             int raw, int k_groups = 1) {
+  return 1024u + gemm_mx_region_offset(gemm_mx_decode_core_bytes(epilogue_bytes, tok, rows, sb_rows, stages, k_groups)) +
          gemm_mx_region_bytes(rows, raw);
 }
 /// Stream-K GEMM1 decode (scheduler_stream_k.cuh): floats of one CTA's slot of partial sums — a

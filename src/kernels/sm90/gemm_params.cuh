@@ -123,11 +123,13 @@ struct MoeGemm1Fields : GroupedLayoutParams {
   /// The gather variant: expanded index (t * top_k + j) of each row, < 0 for padding.
   const int* row_map;
   unsigned top_k;
-  // Gathered A (fp8_gemm_loaders.cuh GatherALoader): row r of a tile is token row_map[m0 + r] /
-  // top_k of a_gather, each token quantized once; the A TMA map is unused.
-  // The MXFP4 decode body never gathers: with stream-K (scheduler_stream_k.cuh StreamKPartials) the
-  // same bytes hold its per-CTA slots of partial sums (gemm_stream_k_slot_floats each) and flags,
-  // zero at launch (the parameter block has no room for more fields: kGemmParamsBytes).
+  // Gathered A: row r of a tile is token row_map[m0 + r] / top_k of a_gather, each token quantized
+  // once. The FP8 bodies copy the rows with cp.async (fp8_gemm_loaders.cuh GatherALoader; the A TMA
+  // map is unused); the MXFP4 decode GEMM1 (MxDecodeTraits::kGatherA) loads them through the A map
+  // (over a_gather, one-row boxes) and copies the scales from sa_gather. The MXFP4 decode body in
+  // stream-K pieces never gathers: then (scheduler_stream_k.cuh StreamKPartials) the same bytes hold
+  // its per-CTA slots of partial sums (gemm_stream_k_slot_floats each) and flags, zero at launch
+  // (the parameter block has no room for more fields: kGemmParamsBytes).
   union {
     const unsigned char* a_gather;  ///< FP8 [tokens, k], rows a_gather_ld bytes apart
     float* sk_partials;

@@ -73,15 +73,18 @@ __device__ __forceinline__ void moe_gemm2_scatter_mxfp4(const ptx::TmaDescriptor
 
 /// GEMM1 (+ SwiGLU + requant) on MXFP4 W1 for decode-sized groups: kBlockM tokens x 256 prepared
 /// rows; kStreamK: stream-K pieces (scheduler_stream_k.cuh), partial sums handed over through
-/// MoeGemm1Fields::sk_partials.
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages, bool kStreamK, int kPromoteK = 128>
+/// MoeGemm1Fields::sk_partials; kKGroups: K groups per tile; kGatherA: A read by token
+/// (MxDecodeTraits).
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages, bool kStreamK, int kKGroups,
+          bool kGatherA, int kPromoteK = 128>
 __device__ __forceinline__ void moe_gemm1_swiglu_mxfp4_decode(const ptx::TmaDescriptor& tma_a,
                                                               const ptx::TmaDescriptor& tma_b,
                                                               const ptx::TmaDescriptor& tma_sfa,
                                                               const ptx::TmaDescriptor& tma_d,
                                                               const MoeGemm1Params& p) {
   static_assert(kBlockN == 256 && kCluster == 1, "GEMM1 decode tiles: 256 prepared W1 rows, single CTAs");
-  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, kPromoteK, 64, kStreamK>;
+  static_assert(!(kStreamK && kGatherA), "the stream-K partial sums share the gather fields");
+  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, kPromoteK, 64, kStreamK, kKGroups, kGatherA>;
   if constexpr (kStreamK)
     mx_decode_gemm<T, StreamKScheduler<kBlockM, kBlockN, MoeGemm1Params>, MxDecodeSwigluEpilogue<T>>(tma_a, tma_b,
                                                                                                   tma_sfa, tma_d, p);
@@ -91,15 +94,17 @@ __device__ __forceinline__ void moe_gemm1_swiglu_mxfp4_decode(const ptx::TmaDesc
 }
 
 /// GEMM2 + scatter-add on MXFP4 W2 for decode-sized groups: kBlockM tokens x kBlockN rows of W2;
-/// kStreamK: stream-K pieces, each adding its partial sum.
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages, bool kStreamK>
+/// kStreamK: stream-K pieces, each adding its partial sum; kKGroups: K groups per tile (h is
+/// permuted: kGatherA false).
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kMxStages, bool kStreamK, int kKGroups,
+          bool kGatherA>
 __device__ __forceinline__ void moe_gemm2_scatter_mxfp4_decode(const ptx::TmaDescriptor& tma_a,
                                                                const ptx::TmaDescriptor& tma_b,
                                                                const ptx::TmaDescriptor& tma_sfa,
                                                                const ptx::TmaDescriptor& tma_d,
                                                                const MoeGemm2Params& p) {
-  static_assert(kCluster == 1, "single CTAs");
-  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, 128, 128, kStreamK>;
+  static_assert(kCluster == 1 && !kGatherA, "single CTAs; h in the permuted order");
+  using T = MxDecodeTraits<kBlockM, kBlockN, kStages, kMxStages, 128, 128, kStreamK, kKGroups>;
   if constexpr (kStreamK)
     mx_decode_gemm<T, StreamKScheduler<kBlockM, kBlockN>, MxDecodeScatterEpilogue<T>>(tma_a, tma_b, tma_sfa, tma_d, p);
   else

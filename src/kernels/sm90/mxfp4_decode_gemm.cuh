@@ -8,12 +8,16 @@
 // and token) and the numbers are those of mxfp4_loader.cuh's path.
 //
 //   producer warpgroup  warp 0 lane 0: per K block, the raw weight sub-chunks and the tokens' A
-//                       tile and scales, into raw slot and A stage i (mx_decode_load)
-//                       warp 1: the scheduler (ContiguousScheduler with BLOCK_M = tokens per tile)
-//   math warpgroups     warpgroup w owns the tile's weight rows [64 kMTiles w, 64 kMTiles (w + 1)):
-//                       per K block and 64-row MMA tile, issue four m64nNk32 wgmmas on 4 x 4
-//                       fragment registers, expand the next block's fragments meanwhile, then
-//                       wait, release the slot and promote: out += acc · sb(block) · sa(token).
+//                       tile and scales (or, kGatherA, each token's row and scales), into raw
+//                       slot and A stage i (mx_decode_load)
+//                       warp 1: the scheduler (ContiguousScheduler with BLOCK_M = tokens per tile,
+//                       or StreamKScheduler)
+//   math warpgroups     warpgroup w of a K group owns the tile's weight rows [64 kMTiles w,
+//                       64 kMTiles (w + 1)): per K block and 64-row MMA tile, issue four m64nNk32
+//                       wgmmas on 4 x 4 fragment registers (one K group: expanding the next block's
+//                       fragments meanwhile), then wait, release the slot and promote:
+//                       out += acc · sb(block) · sa(token). Two K groups (kKGroups, 8-token tiles)
+//                       take alternate K blocks; the second hands its sums to the first.
 // Accumulators (per 64-row MMA tile, wgmma_fp8.cuh's layout transposed): out[i] is weight row
 // 16 warp + lane/4 (+8 for i % 4 ≥ 2) and token 8 (i / 4) + 2 (lane % 4) + (i & 1).
 #pragma once
@@ -24,11 +28,19 @@
 
 namespace moekit::sm90 {
 
+#if defined(MOEKIT_DECODE_TRACE)
+inline constexpr bool kDecodeTrace = true;
+#else
+inline constexpr bool kDecodeTrace = false;
+#endif
+
 /// Tile traits: kTok tokens x kRows weight rows; kStages A stages = kRawStages raw slots;
 /// kPromoteK: K per tensor-core chain (as Fp8GemmTraits::kPromoteK); kSbRows: weight rows per B
-/// scale (64: the prepared W1, 128: W2). The names ATileLoad, Mxfp4RawWalk, Mxfp4Ring and TilePipe
-/// read are those of Fp8GemmTraits.
-template <int kTok_, int kRows_, int kStages_, int kRawStages_, int kPromoteK_, int kSbRows_, bool kStreamK_ = false>
+/// scale (64: the prepared W1, 128: W2); kKGroups_: pairs of math warpgroups that share each
+/// tile's K blocks (1 or 2, fp8_gemm_layout.cuh gemm_mx_decode_k_groups_supported). The names
+/// ATileLoad, Mxfp4RawWalk, Mxfp4Ring and TilePipe read are those of Fp8GemmTraits.
+template <int kTok_, int kRows_, int kStages_, int kRawStages_, int kPromoteK_, int kSbRows_, bool kStreamK_ = false,
+          int kKGroups_ = 1, bool kGatherA_ = false>
 struct MxDecodeTraits {
   static constexpr int kBlockM = kTok_;
   static constexpr int kBlockN = kRows_;
@@ -40,7 +52,20 @@ struct MxDecodeTraits {
   static constexpr bool kShareA = false;
   static constexpr u32 kSmemA = gemm_smem_a_bytes(kTok_);
   static constexpr u32 kSmemSfa = gemm_smem_sfa_bytes(kTok_);
+  /// A K group's math threads: two warpgroups over the tile's rows, the threads an epilogue sees.
   static constexpr u32 kMathThreads = 256;
+  /// K groups: group g runs the tile's K blocks kb_begin + g, + g + kKGroups, …; the first adds the
+  /// others' sums (shared memory) and runs the epilogue. At T = 1 a CTA's K loop is paced by its
+  /// math warps' latencies, not by their issue slots (ncu, gpt-oss-120b GEMM1: 0.37 warps issued
+  /// per scheduler and cycle), so four warps per scheduler instead of two take the loop in fewer cycles.
+  static constexpr int kKGroups = kKGroups_;
+  static constexpr u32 kAllMathThreads = kMathThreads * u32(kKGroups_);
+  /// A gathered by token (GEMM1 on the token-major activations, MoeGemm1Params::a_gather): per
+  /// valid row a one-row A box from the token's row and a 16-byte copy of the 4 scales around its
+  /// own (mx_decode_load); the math reads each token column's scale at 4 c + token % 4. Spares the
+  /// permuted copy's kernel where the sort's launch quantizes the tokens (moe_plan.cpp).
+  static constexpr bool kGatherA = kGatherA_;
+  /// setmaxnreg's split (one K group; with two, every thread keeps the launch's 96).
   static constexpr u32 kProducerRegs = 40;
   static constexpr u32 kMathRegs = 232;
   static constexpr int kMTiles = kRows_ / 128;  ///< 64-row MMA tiles per math warpgroup
@@ -61,7 +86,14 @@ struct MxDecodeTraits {
   static_assert(kStages_ >= 2 && kRawStages_ >= 2 && kRawStages_ <= 16, "2+ A stages, 2 … 16 raw slots");
   static_assert(kPromoteK_ == 128 || kPromoteK_ == 64 || kPromoteK_ == 32, "chains of 128, 64 or 32 of K");
   static_assert(kSbRows_ == 64 || kSbRows_ == 128, "B-scale blocks of 64 or 128 rows");
-  static_assert(2 * kMathRegs + kProducerRegs <= 512u, "64 K registers per SM");
+  static_assert(gemm_mx_decode_k_groups_supported(kTok_, kKGroups_), "two K groups on 8-token tiles only");
+  // Two groups alternate along the ring: an even ring keeps each slot with one group inside a tile,
+  // so a group never tests a slot's barrier while the other group's copy into it may be in flight
+  // (the barrier would be a phase behind and its parity test pass early).
+  static_assert(kKGroups_ == 1 || kStages_ % 2 == 0, "two K groups need an even ring");
+  static_assert(!kGatherA_ || (kTok_ == 8 && gemm_smem_sfa_bytes(kTok_) >= 8u * 16u),
+                "gathered A on 8-token tiles: a 16-byte A-scale box per row");
+  static_assert(kKGroups_ > 1 || 2 * kMathRegs + kProducerRegs <= 512u, "64 K registers per SM");
   static_assert(gemm_mx_raw_bytes(kRows_) % 256 == 0, "the expansion tables after the raw slots stay 256-byte aligned");
 };
 
@@ -108,8 +140,8 @@ __device__ __forceinline__ void mx_expand_fragment(const ptx::u8* sub_chunk, u32
 /// raw ring's bytes (ncu, deepseek-v3 T = 1 GEMM2: the math warps' top stall, 20% of the samples,
 /// on the A stage's barrier). Under PDL the first tile's first raw slots go out before the wait
 /// (weights), their A after it.
-template <class T>
-__device__ __forceinline__ void mx_decode_load(const GemmParams& p, const Mxfp4Ring& mx, u32 s_a, u32 s_sfa, u32 s_full,
+template <class T, class P>
+__device__ __forceinline__ void mx_decode_load(const P& p, const Mxfp4Ring& mx, u32 s_a, u32 s_sfa, u32 s_full,
                                                u32 s_empty, const ptx::TmaDescriptor& tma_a,
                                                const ptx::TmaDescriptor& tma_b, const ptx::TmaDescriptor& tma_sfa,
                                                TilePipe& tiles) {
@@ -122,6 +154,16 @@ __device__ __forceinline__ void mx_decode_load(const GemmParams& p, const Mxfp4R
   u32 slot = 0, phase = 0;
   for (Tile t; tiles.take(t);) {
     const u32 kb0 = T::kStreamK ? t.kb_begin : 0u, kb1 = T::kStreamK ? t.kb_end : p.num_kb;
+    // Gathered A: the tile's tokens (row_map comes from the previous kernel: after the PDL wait).
+    u32 token[T::kGatherA ? 8 : 1] = {};
+    auto load_tokens = [&] {
+      if constexpr (T::kGatherA) {
+#pragma unroll
+        for (u32 r = 0; r < 8; ++r)
+          token[r] = r < t.valid_rows ? u32(max(ptx::ld_chain(p.row_map + t.m0 + r), 0)) / p.top_k : 0u;
+      }
+    };
+    if (waited) load_tokens();
     Mxfp4RawWalk w{};
     w.init<T>(p, t);
     const ATileLoad<T> al(t, a_box);
@@ -137,8 +179,23 @@ __device__ __forceinline__ void mx_decode_load(const GemmParams& p, const Mxfp4R
       }
     };
     auto load_a = [&](u32 s, u32 kb) {
-      ptx::mbar_arrive_expect_tx(s_full + 8 * s, al.tx_bytes());
-      al.issue(s, kb, s_a, s_sfa, s_full + 8 * s, tma_a, tma_sfa, 0u);
+      if constexpr (T::kGatherA) {
+        const u32 full = s_full + 8 * s, rows = min(t.valid_rows, 8u);
+        ptx::mbar_arrive_expect_tx(full, rows * (kGemmBlockK + 16u));
+#pragma unroll
+        for (u32 r = 0; r < 8; ++r) {
+          if (r < rows) {
+            ptx::tma_load_2d(s_a + s * T::kSmemA + r * kGemmBlockK, &tma_a, full, int(kb * kGemmBlockK), int(token[r]));
+            // (A bulk copy, not a tensor one: those need 128-byte aligned shared addresses.)
+            ptx::bulk_load(s_sfa + s * T::kSmemSfa + r * 16u,
+                           p.sa_gather + static_cast<unsigned long long>(kb) * p.sa_gather_ld + (token[r] & ~3u), 16u,
+                           full);
+          }
+        }
+      } else {
+        ptx::mbar_arrive_expect_tx(s_full + 8 * s, al.tx_bytes());
+        al.issue(s, kb, s_a, s_sfa, s_full + 8 * s, tma_a, tma_sfa, 0u);
+      }
     };
     u32 kb = kb0;
     if (!waited) {  // the first tile: every slot still free
@@ -149,6 +206,7 @@ __device__ __forceinline__ void mx_decode_load(const GemmParams& p, const Mxfp4R
       for (u32 i = 0; i < pre; ++i) load_raw(i, kb0 + i);
       ptx::griddep_wait();
       waited = true;
+      load_tokens();
       for (u32 i = 0; i < pre; ++i) load_a(i, kb0 + i);
       kb = kb0 + pre;
       slot = pre % u32(T::kStages);
@@ -168,22 +226,51 @@ __device__ __forceinline__ void mx_decode_load(const GemmParams& p, const Mxfp4R
   if (!waited) ptx::griddep_wait();  // no tiles
 }
 
+/// A position in the ring of raw slots and A stages: slot and its barriers' phase.
+template <int kStages>
+struct MxRingPos {
+  u32 slot = 0, phase = 0;
+  __device__ __forceinline__ void advance(u32 n) {  // n <= kStages
+    slot += n;
+    if (slot >= u32(kStages)) {
+      slot -= u32(kStages);
+      phase ^= 1u;
+    }
+  }
+  __device__ __forceinline__ void advance_many(u32 n) {
+    const u32 s = slot + n;
+    phase ^= (s / u32(kStages)) & 1u;
+    slot = s % u32(kStages);
+  }
+};
+
+/// The named barrier of the K groups' hand-over (T::kKGroups == 2; 1 is the epilogues'): both groups
+/// sync on it once per tile, the second after storing its sums into the tile's exchange buffer,
+/// the first before reading them. Tiles alternate between two buffers, so a store for tile t + 2
+/// follows, across tile t + 1's sync, the reads of tile t. (A bar.arrive / bar.sync pair with one
+/// buffer, as ordered, drew compute-sanitizer racecheck hazards on every exchange.)
+inline constexpr u32 kMxXchBarrier = 2;
+
 /// The math warpgroups: consume raw slots and A stages, MMA, promote, run the epilogue per tile.
+/// `s_xch`: the K groups' exchange (T::kKGroups > 1).
 template <class T, class Epilogue, class P>
 __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* smem, u32 s_d, u32 s_a, u32 s_full,
                                                u32 s_empty, const float* sfa_smem, const Mxfp4Ring& mx,
-                                               const ptx::TmaDescriptor& tma_d, TilePipe& tiles) {
+                                               const ptx::TmaDescriptor& tma_d, TilePipe& tiles, u32 s_xch) {
   using Mma = ptx::WgmmaE4M3Rs<T::kBlockM>;
   constexpr int kAcc = T::kAcc;
+  constexpr u32 kGroups = u32(T::kKGroups);
+  const u32 group = kGroups > 1 ? ptx::warp_uniform(threadIdx.x / T::kMathThreads) : 0u;
+  const u32 gtid = threadIdx.x % T::kMathThreads;  // the thread within its K group
   MathThread th;
-  th.warpgroup = ptx::warp_uniform(threadIdx.x / 128);
+  th.warpgroup = ptx::warp_uniform(gtid / 128);
   th.wm = 0;
   th.wn = th.warpgroup;
   th.warp = (threadIdx.x % 128) / 32;
   th.lane = ptx::lane_id();
   const MxFragmentRows f(th.warp, th.lane);
   if (threadIdx.x < kMxfp4TableSlots) mxfp4_store_table(mx.table, threadIdx.x);
-  ptx::named_barrier_sync(1, T::kMathThreads);
+  ptx::named_barrier_sync(1, T::kAllMathThreads);
   // PDL: the epilogues write what the previous kernel may still read (and GEMM2 adds into y_acc).
   if (p.pdl) {
     ptx::griddep_wait();
@@ -191,11 +278,28 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
   }
   constexpr u32 kRawBytes = gemm_mx_raw_bytes(T::kBlockN);
   constexpr u32 kSfaFloats = T::kSmemSfa / 4u;
-  u32 slot = 0, phase = 0;  // the ring's slot of the next K block (raw slot = A stage)
-  for (;;) {
+  // Diagnostics (GemmParams::trace, fp8_gemm_mainloop.cuh's slots), compiled in only with
+  // MOEKIT_DECODE_TRACE defined (MOEKIT_JIT_DEFINES, docs/environment.md): timestamps of the first
+  // math thread straight to global memory. (Always compiled, their checks cost the two-group GEMM1
+  // 24 bytes of spills at its 96 registers.)
+  constexpr bool kTrace = kDecodeTrace;
+  auto stamp = [&](u32 slot) {
+    if (kTrace && p.trace != nullptr && threadIdx.x == 0) {
+      p.trace[kGemmTraceSlots * blockIdx.x + slot] = ptx::globaltimer();
+      if (slot == 2 || slot == 3)
+        p.trace[kGemmTraceSlots * blockIdx.x + kGemmTraceSlotClock + slot - 2] = ptx::clock64();
+    }
+  };
+  MxRingPos<T::kStages> tile_pos;  // the ring position of the next tile's first K block
+  u32 xch_buf = 0;                  // the K groups' exchange buffer of this tile
+  for (bool first = true;; first = false) {
     Tile t;
     if (!tiles.pop(t)) break;
+    if (first) stamp(1);
     const u32 kb0 = T::kStreamK ? t.kb_begin : 0u, kb1 = T::kStreamK ? t.kb_end : p.num_kb;
+    MxRingPos<T::kStages> pos = tile_pos;  // this group's next K block kb0 + group + kGroups i
+    pos.advance(group);
+    tile_pos.advance_many(kb1 - kb0);
     // This warpgroup's B-scale rows: staged (row (64 mt) / kSbRows of the tile's) or in global memory.
     const bool staged = p.num_kb <= kGemmMaxStagedKb;
     const u32 sb_smem = tiles.staged_sb(T::kSbStageFloats);
@@ -208,7 +312,22 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
       sb_row[j] = p.sb + t.sb_offset + blk * p.num_kb;
       sb_staged[j] = sb_smem + off / u32(T::kSbRows) * kGemmMaxStagedKb * 4u;
     }
-    const u32 sfa0 = t.m0 % 4u + 2u * f.q;  // this thread's first token column in an A-scale stage
+    // This thread's token columns' A scales in a stage: c = 8 (i / 2) + 2q + (i & 1) at m0 % 4 + c,
+    // or gathered at 4 c + token % 4 (sa_at, per tile).
+    const u32 sfa0 = t.m0 % 4u + 2u * f.q;
+    u32 sa_at[T::kGatherA ? kAcc / 2 : 1] = {};
+    if constexpr (T::kGatherA) {
+#pragma unroll
+      for (int i = 0; i < kAcc / 2; ++i) {
+        const u32 c = 8u * u32(i / 2) + 2u * f.q + u32(i & 1);
+        const u32 token = c < t.valid_rows ? u32(max(ptx::ld_chain(p.row_map + t.m0 + c), 0)) / p.top_k : 0u;
+        sa_at[i] = 4u * c + token % 4u;
+      }
+    }
+    auto scale_at = [&](int i) {
+      if constexpr (T::kGatherA) return sa_at[i];
+      else return sfa0 + 8u * u32(i / 2) + u32(i & 1);
+    };
     float out[T::kMTiles][kAcc];
     float acc[T::kMTiles][T::kChains][kAcc];
 #pragma unroll
@@ -219,20 +338,24 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
 #pragma unroll
         for (int c = 0; c < T::kChains; ++c) acc[j][c][i] = 0.0f;
       }
-    // Software-pipelined over K blocks: a K block's fragments are expanded (its slot waited for)
-    // while the previous block's MMAs run, then that block is waited for, released and promoted.
-    // Two fragment sets, a0 / a1, alternate (the MMAs read their registers until the wait).
-    u32 a0[T::kMTiles][4][4], a1[T::kMTiles][4][4];
-    auto expand_block = [&](u32 s_idx, u32 ph, u32 (&a)[T::kMTiles][4][4]) {
-      ptx::mbar_wait(mx.full + 8 * s_idx, ph);
-      ptx::mbar_wait(s_full + 8 * s_idx, ph);
-      const ptx::u8* raw = smem + (mx.raw + s_idx * kRawBytes - base);
+    // One K group: software-pipelined over K blocks, a K block's fragments are expanded (its slot
+    // waited for) while the previous block's MMAs run, then that block is waited for, released and
+    // promoted; two fragment sets, a0 / a1, alternate (the MMAs read their registers until the
+    // wait). Two K groups: one set (the launch's 640 threads leave 96 registers each, and the
+    // other group's warps fill the MMA's latency).
+    constexpr bool kPipelined = kGroups == 1;
+    u32 a0[T::kMTiles][4][4], a1[kPipelined ? T::kMTiles : 1][4][4];
+    auto expand_block = [&](const MxRingPos<T::kStages>& at, u32 (&a)[T::kMTiles][4][4]) {
+      ptx::mbar_wait(mx.full + 8 * at.slot, at.phase);
+      ptx::mbar_wait(s_full + 8 * at.slot, at.phase);
+      const ptx::u8* raw = smem + (mx.raw + at.slot * kRawBytes - base);
 #pragma unroll
       for (int j = 0; j < T::kMTiles; ++j)
         mx_expand_fragment(raw + (2u * (th.warpgroup * T::kMTiles + j) + f.sub) * kMxfp4SubBytes, mx.table, f, a[j]);
     };
-    // K block kb in slot `slot`, its fragments in `cur`; the next block's go to `nxt`.
-    auto step = [&](u32 kb, u32 (&cur)[T::kMTiles][4][4], u32 (&nxt)[T::kMTiles][4][4]) {
+    // K block kb at `pos`, its fragments in `cur`; the group's next block's go to `nxt`.
+    auto step = [&](u32 kb, u32 (&cur)[T::kMTiles][4][4], auto& nxt) {
+      const u32 slot = pos.slot;
       const ptx::u64 desc = ptx::smem_desc_k_sw128(s_a + slot * T::kSmemA);
       ptx::wgmma_fence();
 #pragma unroll
@@ -242,14 +365,15 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
           Mma::mma(cur[j][s], desc + 2u * s, acc[j][s / T::kStepsPerChain], s % T::kStepsPerChain != 0 ? 1u : 0u);
       }
       ptx::wgmma_commit();
-      const u32 next = slot + 1u == u32(T::kStages) ? 0u : slot + 1u;
-      const u32 next_phase = next == 0u ? phase ^ 1u : phase;
-      if (kb + 1u < kb1) expand_block(next, next_phase, nxt);
+      pos.advance(kGroups);
+      if constexpr (kPipelined) {
+        if (kb + kGroups < kb1) expand_block(pos, nxt);
+      }
       // The A scales and B scales of this K block, while the MMAs run.
-      const float* sa = sfa_smem + slot * kSfaFloats + sfa0;
+      const float* sa = sfa_smem + slot * kSfaFloats;
       float sav[kAcc / 2];
 #pragma unroll
-      for (int i = 0; i < kAcc / 2; ++i) sav[i] = sa[8 * (i / 2) + (i & 1)];
+      for (int i = 0; i < kAcc / 2; ++i) sav[i] = sa[scale_at(i)];
       float sbv[T::kMTiles];
 #pragma unroll
       for (int j = 0; j < T::kMTiles; ++j)
@@ -281,13 +405,52 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
           // Token 8 (i / 4) + 2q + (i & 1): its scale is sav[2 (i / 4) + (i & 1)].
           out[j][i] = fmaf(sum, sbv[j] * sav[2 * (i / 4) + (i & 1)], out[j][i]);
         }
-      slot = next;
-      phase = next_phase;
     };
-    expand_block(slot, phase, a0);
-    for (u32 kb = kb0; kb < kb1; kb += 2) {
-      step(kb, a0, a1);
-      if (kb + 1u < kb1) step(kb + 1u, a1, a0);
+    const u32 kb_first = kb0 + group;
+    if (kTrace && first && p.trace != nullptr && threadIdx.x == 0 && kb_first < kb1) {
+      ptx::mbar_wait(mx.full + 8 * pos.slot, pos.phase);
+      stamp(2);
+    }
+    if constexpr (kPipelined) {
+      if (kb_first < kb1) expand_block(pos, a0);
+      for (u32 kb = kb_first; kb < kb1; kb += 2u) {
+        step(kb, a0, a1);
+        if (kb + 1u < kb1) step(kb + 1u, a1, a0);
+      }
+    } else {
+      for (u32 kb = kb_first; kb < kb1; kb += kGroups) {
+        expand_block(pos, a0);
+        step(kb, a0, a1);
+      }
+    }
+    stamp(3);
+    if (kTrace && p.trace != nullptr && threadIdx.x == 0) {  // this tile's K loop end, and the tile count
+      unsigned long long* row = p.trace + kGemmTraceSlots * blockIdx.x;
+      const unsigned long long n = row[kGemmTraceSlotTiles];
+      if (n < kGemmTraceTiles) row[kGemmTraceSlotTile0 + n] = row[3];
+      row[kGemmTraceSlotTiles] = n + 1;
+    }
+    if constexpr (kGroups > 1) {
+      // The second group's sums to the first, thread for thread ([value][thread]: no bank conflicts).
+      constexpr u32 kValues = u32(T::kMTiles * kAcc);
+      static_assert(2u * kValues * T::kMathThreads * 4u == gemm_mx_decode_xch_bytes(T::kBlockM, T::kBlockN, kGroups),
+                    "the exchange holds one K group's sums twice");
+      const u32 xch = s_xch + xch_buf * kValues * T::kMathThreads * 4u + gtid * 4u;
+      xch_buf ^= 1u;
+      if (group != 0) {
+#pragma unroll
+        for (int j = 0; j < T::kMTiles; ++j)
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::st_shared_f32(xch + (u32(j * kAcc + i) * T::kMathThreads) * 4u, out[j][i]);
+        ptx::named_barrier_sync(kMxXchBarrier, T::kAllMathThreads);
+        tiles.release();
+        continue;
+      }
+      ptx::named_barrier_sync(kMxXchBarrier, T::kAllMathThreads);
+#pragma unroll
+      for (int j = 0; j < T::kMTiles; ++j)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) out[j][i] += ptx::ld_shared_f32(xch + (u32(j * kAcc + i) * T::kMathThreads) * 4u);
     }
     if constexpr (T::kStreamK && Epilogue::kWholeSum) {
       // A piece that continues a tile hands its sums to the tile's owner; the owner adds its helpers'.
@@ -300,9 +463,11 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
       if (t.fixups != 0) sk.gather(out, blockIdx.x + 1, t.fixups, threadIdx.x, 1);
     }
     Epilogue::store(out, t, p, s_d, tma_d, th);
+    stamp(4);
     tiles.release();
   }
-  Epilogue::finish(th, p);
+  if (group == 0) Epilogue::finish(th, p);
+  stamp(5);
 }
 
 /// The whole kernel: shared-memory carve-up (fp8_gemm_layout.cuh gemm_mx_decode_smem_bytes),
@@ -313,6 +478,10 @@ __device__ __forceinline__ void mx_decode_gemm(const ptx::TmaDescriptor& tma_a, 
                                                const P& p) {
   static_assert(Epilogue::kSmemBytes % 1024 == 0, "the staging buffer keeps the A stages 1024-byte aligned");
   constexpr int kStages = T::kStages;
+  if (kDecodeTrace && p.trace != nullptr && threadIdx.x == 0) {
+    p.trace[kGemmTraceSlots * blockIdx.x] = ptx::globaltimer();
+    p.trace[kGemmTraceSlots * blockIdx.x + kGemmTraceSlotSm] = ptx::smid();
+  }
   extern __shared__ ptx::u8 smem_raw[];
   const u32 raw = ptx::smem_addr(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
@@ -325,18 +494,23 @@ __device__ __forceinline__ void mx_decode_gemm(const ptx::TmaDescriptor& tma_a, 
   const u32 s_tiles = s_empty + kStages * 8;
   const float* sfa_smem = reinterpret_cast<const float*>(smem + (s_sfa - base));
   const Mxfp4Ring mx = Mxfp4Ring::at<T>(base + gemm_mx_region_offset(gemm_mx_decode_core_bytes(
-                                                    Epilogue::kSmemBytes, T::kBlockM, T::kBlockN, T::kSbRows, kStages)));
+                                                    Epilogue::kSmemBytes, T::kBlockM, T::kBlockN, T::kSbRows, kStages,
+                                                    T::kKGroups)));
+  // The K groups' exchange: after the one-group core (fp8_gemm_layout.cuh gemm_mx_decode_xch_bytes).
+  const u32 s_xch =
+      base + gemm_mx_decode_core_bytes(Epilogue::kSmemBytes, T::kBlockM, T::kBlockN, T::kSbRows, kStages, 1);
   TilePipe tiles{s_tiles};
-  constexpr u32 kMathWarps = T::kMathThreads / 32;
+  constexpr u32 kMathWarps = T::kMathThreads / 32;  // a K block's consumers: one K group
+  constexpr u32 kProducer = T::kAllMathThreads;     // the producer warpgroup's first thread
 
-  if (threadIdx.x == T::kMathThreads) {
+  if (threadIdx.x == kProducer) {
     for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(s_full + 8 * s, 1);  // the A load thread's arrival + its TMA bytes
       ptx::mbar_init(s_empty + 8 * s, kMathWarps);
     }
     for (u32 s = 0; s < kGemmTileSlots; ++s) {
       ptx::mbar_init(tiles.full() + 8 * s, kGemmTilePublishers);
-      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + 1);  // math threads + the load thread
+      ptx::mbar_init(tiles.empty() + 8 * s, T::kAllMathThreads + 1);  // math threads + the load thread
     }
     for (int r = 0; r < T::kMxStages; ++r) {
       ptx::mbar_init(mx.full + 8 * r, 1);
@@ -351,9 +525,9 @@ __device__ __forceinline__ void mx_decode_gemm(const ptx::TmaDescriptor& tma_a, 
   }
   __syncthreads();
 
-  if (threadIdx.x >= T::kMathThreads) {
-    ptx::setmaxnreg_dec<T::kProducerRegs>();
-    if (threadIdx.x / 32 == T::kMathThreads / 32 + 1) {  // the scheduler warp (fp8_gemm_mainloop.cuh's)
+  if (threadIdx.x >= kProducer) {
+    if constexpr (T::kKGroups == 1) ptx::setmaxnreg_dec<T::kProducerRegs>();
+    if (threadIdx.x / 32 == kProducer / 32 + 1) {  // the scheduler warp (fp8_gemm_mainloop.cuh's)
       pdl_wait_at(p, false);
       Scheduler sched(p, s_tiles + gemm_pair_claims_offset());
       Tile t;
@@ -366,12 +540,12 @@ __device__ __forceinline__ void mx_decode_gemm(const ptx::TmaDescriptor& tma_a, 
         tiles.push<T>(t, more, p);
         __syncwarp();
       }
-    } else if (threadIdx.x == T::kMathThreads) {
+    } else if (threadIdx.x == kProducer) {
       mx_decode_load<T>(p, mx, s_a, s_sfa, s_full, s_empty, tma_a, tma_b, tma_sfa, tiles);
     }
   } else {
-    ptx::setmaxnreg_inc<T::kMathRegs>();
-    mx_decode_math<T, Epilogue>(p, base, smem, s_d, s_a, s_full, s_empty, sfa_smem, mx, tma_d, tiles);
+    if constexpr (T::kKGroups == 1) ptx::setmaxnreg_inc<T::kMathRegs>();
+    mx_decode_math<T, Epilogue>(p, base, smem, s_d, s_a, s_full, s_empty, sfa_smem, mx, tma_d, tiles, s_xch);
   }
 }
 
