@@ -55,9 +55,9 @@ struct MxDecodeTraits {
   /// A K group's math threads: two warpgroups over the tile's rows, the threads an epilogue sees.
   static constexpr u32 kMathThreads = 256;
   /// K groups: group g runs the tile's K blocks kb_begin + g, + g + kKGroups, …; the first adds the
-  /// others' sums (shared memory) and runs the epilogue. At T = 1 a CTA's K loop is paced by its
-  /// math warps' latencies, not by their issue slots (ncu, gpt-oss-120b GEMM1: 0.37 warps issued
-  /// per scheduler and cycle), so four warps per scheduler instead of two take the loop in fewer cycles.
+  /// others' sums (shared memory) and runs the epilogue. Four warps per scheduler instead of two
+  /// keep more K blocks in flight per SM (H100, gpt-oss-120b layer at T = 1 48.1 -> 45.4 µs with
+  /// GEMM1's tiles in two groups; docs/mxfp4.md §K groups).
   static constexpr int kKGroups = kKGroups_;
   static constexpr u32 kAllMathThreads = kMathThreads * u32(kKGroups_);
   /// A gathered by token (GEMM1 on the token-major activations, MoeGemm1Params::a_gather): per
@@ -282,9 +282,8 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
   // MOEKIT_DECODE_TRACE defined (MOEKIT_JIT_DEFINES, docs/environment.md): timestamps of the first
   // math thread straight to global memory. (Always compiled, their checks cost the two-group GEMM1
   // 24 bytes of spills at its 96 registers.)
-  constexpr bool kTrace = kDecodeTrace;
   auto stamp = [&](u32 slot) {
-    if (kTrace && p.trace != nullptr && threadIdx.x == 0) {
+    if (kDecodeTrace && p.trace != nullptr && threadIdx.x == 0) {
       p.trace[kGemmTraceSlots * blockIdx.x + slot] = ptx::globaltimer();
       if (slot == 2 || slot == 3)
         p.trace[kGemmTraceSlots * blockIdx.x + kGemmTraceSlotClock + slot - 2] = ptx::clock64();
@@ -407,7 +406,7 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
         }
     };
     const u32 kb_first = kb0 + group;
-    if (kTrace && first && p.trace != nullptr && threadIdx.x == 0 && kb_first < kb1) {
+    if (kDecodeTrace && first && p.trace != nullptr && threadIdx.x == 0 && kb_first < kb1) {
       ptx::mbar_wait(mx.full + 8 * pos.slot, pos.phase);
       stamp(2);
     }
@@ -424,7 +423,7 @@ __device__ __forceinline__ void mx_decode_math(const P& p, u32 base, ptx::u8* sm
       }
     }
     stamp(3);
-    if (kTrace && p.trace != nullptr && threadIdx.x == 0) {  // this tile's K loop end, and the tile count
+    if (kDecodeTrace && p.trace != nullptr && threadIdx.x == 0) {  // this tile's K loop end, and the tile count
       unsigned long long* row = p.trace + kGemmTraceSlots * blockIdx.x;
       const unsigned long long n = row[kGemmTraceSlotTiles];
       if (n < kGemmTraceTiles) row[kGemmTraceSlotTile0 + n] = row[3];
