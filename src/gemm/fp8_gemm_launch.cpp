@@ -11,6 +11,7 @@
 
 #include "common/check.h"
 #include "gemm/gemm_launch.h"
+#include "gemm/heuristic.h"
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "moekit/numerics.h"
 #include "runtime/driver.h"
@@ -119,10 +120,13 @@ std::string fp8_gemm_kernel_source(const GemmConfig& c, Fp8GemmKernel kernel, st
   MOEKIT_REQUIRE(!finer || info.promote_k, ErrorCode::kInvalidArgument, "moekit: ", body,
                  " runs tensor-core chains of 128 only, not ", family.promote_k);
   MOEKIT_REQUIRE(info.mx == (family.mx_stages > 0) && family.mx_stages <= 16 &&
-                     (!info.mx || (c.multicast == 1 && c.block_n % 32 == 0)),
+                     (!info.mx || (c.block_n % 32 == 0 &&
+                                   (c.multicast == 1 ||
+                                    (kernel == Fp8GemmKernel::kMoeGemm1SwigluMxfp4 && mxfp4_pairs_fit(c))))),
                  ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), " with ", family.mx_stages,
                  " MXFP4 raw slots does not fit ", body,
-                 " (MXFP4 bodies need 1..16 raw slots, no multicast, BLOCK_N a multiple of 32; the others none)");
+                 " (MXFP4 bodies need 1..16 raw slots, BLOCK_N a multiple of 32, single CTAs or, for GEMM1, "
+                 "B-sharing pairs of 64-row tiles; the others none)");
   MOEKIT_REQUIRE(info.mx_decode == family.mx_decode &&
                      (!info.mx_decode || sm90::gemm_mx_decode_supported(c.block_m, c.block_n)),
                  ErrorCode::kInvalidArgument, "moekit: configuration ", c.str(), " does not fit ", body,
@@ -177,7 +181,8 @@ unsigned fp8_gemm_smem_bytes(const GemmConfig& c, const Fp8GemmFamily& family) {
   const unsigned staging = family.epilogue_smem == ~0u
                               ? sm90::gemm_bf16_staging_bytes(c.block_m, c.block_n, c.direct_store)
                               : family.epilogue_smem;
-  return sm90::gemm_smem_bytes_with(staging, c.block_m, c.block_n, c.stages, c.split_k, family.mx_stages);
+  return sm90::gemm_smem_bytes_with(staging, c.block_m, c.block_n, c.stages, c.split_k, family.mx_stages,
+                                    family.mx_stages ? c.multicast : 1);
 }
 
 namespace {

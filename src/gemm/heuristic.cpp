@@ -265,19 +265,23 @@ GemmConfig select_moe_gemm1_config(int64_t rows_bound, int64_t n, int64_t rows_p
   return c;
 }
 
+bool mxfp4_pairs_fit(const GemmConfig& c) {
+  return c.multicast == 2 && c.block_m == 64 && sm90::gemm_mx_raw_rows(c.block_n, 2) % 32 == 0;
+}
+
 int fit_mxfp4_stages(GemmConfig& c, unsigned epilogue_smem, int stages, const GemmDeviceLimits& lim) {
-  c.multicast = 1;
   c.split_k = 1;
   if (c.block_n % 32 != 0) {  // (the MoE GEMM1's 256 columns, two warpgroups wide, stay)
     c.block_n = static_cast<int>(align_up(c.block_n, 32));
     if (c.block_n > 128 && c.block_n != 160 && c.block_n != 192) c.block_n = 192;
   }
   if (c.block_m == 256 && c.block_n > 128) c.block_n = 128;
+  if (!mxfp4_pairs_fit(c)) c.multicast = 1;
   const unsigned epi =
       epilogue_smem == ~0u ? sm90::gemm_bf16_staging_bytes(c.block_m, c.block_n, c.direct_store) : epilogue_smem;
   for (int s = std::max(stages, 2); s >= 2; --s)
     for (int raw = 16; raw >= 2; --raw)
-      if (sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, s, 1, raw) <= lim.smem_bytes) {
+      if (sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, s, 1, raw, c.multicast) <= lim.smem_bytes) {
         c.stages = s;
         return raw;
       }

@@ -66,11 +66,17 @@ GemmConfig select_moe_gemm2_config(int64_t rows_per_group, int64_t groups, int64
 GemmConfig select_grouped_contiguous_config(int64_t rows, int64_t groups, int64_t n, int64_t k, bool dynamic,
                                             const GemmDeviceLimits& lim, const std::string& forced = {});
 
-/// Adapts a configuration to MXFP4 B (the *Mxfp4 kernels, kernels/sm90/mxfp4_loader.cuh): single
-/// CTAs (no multicast, no split-K), BLOCK_N rounded up to a multiple of 32 (a supported width),
-/// then `stages` expanded stages (fewer if they do not fit) and as many raw slots as fit next to
-/// them and the epilogue's `epilogue_smem` bytes (~0u: the bf16 D tile, or none with direct
-/// stores), at most 16. Returns the raw slots (0: none fit).
+/// Whether configuration `c` runs MXFP4 B in B-sharing pairs (kernels/sm90/mxfp4_loader.cuh): a
+/// cluster of two 64-row tiles of one 128-row block (the MoE GEMM1's pairs), each CTA expanding
+/// half of the B tile's rows, whole 32-row sub-chunks.
+bool mxfp4_pairs_fit(const GemmConfig& c);
+
+/// Adapts a configuration to MXFP4 B (the *Mxfp4 kernels, kernels/sm90/mxfp4_loader.cuh): no
+/// split-K, B-sharing pairs where `c` asks for a cluster of two and mxfp4_pairs_fit (else single
+/// CTAs), BLOCK_N rounded up to a multiple of 32 (a supported width), then `stages` expanded stages
+/// (fewer if they do not fit) and as many raw slots as fit next to them and the epilogue's
+/// `epilogue_smem` bytes (~0u: the bf16 D tile, or none with direct stores), at most 16. Returns
+/// the raw slots (0: none fit).
 int fit_mxfp4_stages(GemmConfig& c, unsigned epilogue_smem, int stages, const GemmDeviceLimits& lim);
 
 /// Empty if `c` can run this shape on this device, else the reason.

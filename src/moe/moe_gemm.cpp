@@ -102,6 +102,9 @@ void moe_gemm1_swiglu(const MoeGemm1Args& a, cudaStream_t stream) {
   // The B-multicast pairs (one pass by construction) claim units by rank 0 for both CTAs.
   p.tile_counter = a.plan.dynamic ? a.tile_counter : nullptr;
   p.sched_one_pass = p.tile_counter != nullptr && a.plan.one_pass ? 1u : 0u;
+  // MXFP4 pairs expand half of B each, so a tile of its own (the split tail) could not get all of it.
+  MOEKIT_REQUIRE(!(c.multicast == 2 && family.mx_stages && a.plan.pair_tail_split), ErrorCode::kInvalidArgument,
+                 "moe_gemm1_swiglu: MXFP4 B-sharing pairs do not split tail blocks (plan.pair_tail_split)");
   if (c.multicast == 2) p.pair_tail_split = a.plan.pair_tail_split ? 1u : 0u;
   if (family.stream_k) {
     MOEKIT_REQUIRE(a.sk_partials && a.sk_flags && c.num_sms <= int(sm90::kStreamKMaxCtas) &&

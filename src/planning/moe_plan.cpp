@@ -222,9 +222,17 @@ void plan_mx_decode(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& kno
 // GEMM1's automatic chains are 64 long at decode sizes too: a K block streams in half the FP8
 // time, and 32-long chains measured slower (deepseek-v3 GEMM1, H100: T = 64 1555 → 1433 µs,
 // T = 1 72.4 → 66.2 µs; 128: 1589 and 68.9 µs; docs/mxfp4.md §Expansion GEMMs).
+constexpr int64_t kMxfp4PairRows = 512;
+
 void plan_mxfp4_gemms(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& knobs) {
   const int stages = p.load.rows_per_active <= 64 ? 2 : 3;
   if (p.layer.gemm1_promote_k == 0) p.gemm1.promote_k = 64;
+  // GEMM1 in B-sharing pairs (each CTA expands half of the B tile, mxfp4_loader.cuh) from 512 rows
+  // per expert; below, single CTAs. Measured (H100, GEMM1 stage µs, two rounds, single CTAs /
+  // pairs, docs/mxfp4.md §B-sharing pairs): deepseek-v3 T = 16384 (512 rows) 13505, 13343 / 12828,
+  // 13036; T = 4096 (128 rows) 3922, 3925 / 4069, 4040; gpt-oss-120b T = 8192 (256 rows) 2493,
+  // 2483 / 2537, 2532.
+  if (p.load.rows_per_active < kMxfp4PairRows) p.gemm1.config.multicast = 1;
   p.gemm1.mx_stages = fit_mxfp4_stages(p.gemm1.config, sm90::kSwigluEpilogueSmem, stages, limits);
   p.gemm1.pair_tail_split = false;
   p.gemm2.mx_stages =

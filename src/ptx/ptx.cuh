@@ -244,6 +244,16 @@ __device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u
                : "memory");
 }
 
+/// Contiguous bulk copy of `bytes` (a multiple of 16; 16-byte aligned) from this CTA's shared memory
+/// at `src` into another CTA's of the cluster at `dst` (address from map_to_cta), completing them on
+/// that CTA's mbarrier `bar` (map_to_cta too). Reads `src` through the async proxy: the writer of
+/// those bytes fences (fence_proxy_async_smem) before the copy is issued.
+__device__ __forceinline__ void bulk_copy_to_cta(u32 dst, u32 src, u32 bytes, u32 bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(dst), "r"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
 /// bulk_load multicast to the CTAs in `cta_mask`: the bytes land at offset `dst` of each of them and
 /// complete on each one's mbarrier at offset `bar` (the stage-fill probe's multicast mode).
 __device__ __forceinline__ void bulk_load_multicast(u32 dst, const void* src, u32 bytes, u32 bar, u16 cta_mask) {

@@ -139,8 +139,9 @@ TEST(Jit, MoeGemmFamiliesCompileForSm90a) {
 }
 
 // The MXFP4-weight bodies (kernels/sm90/mxfp4_loader.cuh: raw slots expanded into the B stages by
-// the producer's warps 2 and 3): GEMM1 with each accumulation chain, GEMM2 scatter and the bf16
-// contiguous GEMM (the rows GEMM2), tiles of 64 to 256 rows and widths that straddle scale blocks.
+// a second producer warpgroup): GEMM1 with each accumulation chain and in B-sharing pairs, GEMM2
+// scatter and the bf16 contiguous GEMM (the rows GEMM2), tiles of 64 to 256 rows and widths that
+// straddle scale blocks.
 TEST(Jit, Mxfp4BodiesCompileForSm90a) {
   using moekit::detail::Fp8GemmKernel;
   struct Case {
@@ -151,6 +152,7 @@ TEST(Jit, Mxfp4BodiesCompileForSm90a) {
   const Case cases[] = {{Fp8GemmKernel::kMoeGemm1SwigluMxfp4, {64, 256, 2, 8, 132, 1}, 2, 32, 6},
                         {Fp8GemmKernel::kMoeGemm1SwigluMxfp4, {64, 256, 3, 8, 132, 1}, 2, 64, 4},
                         {Fp8GemmKernel::kMoeGemm1SwigluMxfp4, {64, 256, 3, 8, 132, 1}, 2, 128, 4},
+                        {Fp8GemmKernel::kMoeGemm1SwigluMxfp4, {64, 256, 3, 8, 132, 2}, 2, 64, 11},
                         {Fp8GemmKernel::kMoeGemm2ScatterMxfp4, {64, 128, 3, 1, 132, 1}, 1, 128, 8},
                         {Fp8GemmKernel::kMoeGemm2ScatterMxfp4, {128, 160, 3, 8, 132, 1}, 1, 128, 4},
                         {Fp8GemmKernel::kContiguousMxfp4, {256, 128, 2, 8, 132, 1}, 1, 128, 4}};
@@ -165,7 +167,8 @@ TEST(Jit, Mxfp4BodiesCompileForSm90a) {
     EXPECT_NE(entry.find("x" + std::to_string(k.mx_stages)), std::string::npos);
     expect_compiles_clean(src, entry);
   }
-  // An MXFP4 body needs raw slots and no multicast; the FP8 bodies take none.
+  // An MXFP4 body needs raw slots, and pairs only on GEMM1 (64-row tiles sharing B); the FP8 bodies
+  // take none.
   moekit::detail::Fp8GemmFamily family;
   std::string entry;
   family.wg_n = 2;
@@ -173,9 +176,14 @@ TEST(Jit, Mxfp4BodiesCompileForSm90a) {
                                                       &entry, family),
                moekit::Error);
   family.mx_stages = 4;
-  EXPECT_THROW(moekit::detail::fp8_gemm_kernel_source({64, 256, 3, 8, 132, 2}, Fp8GemmKernel::kMoeGemm1SwigluMxfp4,
+  family.wg_n = 1;
+  EXPECT_THROW(moekit::detail::fp8_gemm_kernel_source({256, 128, 2, 8, 132, 2}, Fp8GemmKernel::kContiguousMxfp4,
                                                       &entry, family),
                moekit::Error);
+  EXPECT_THROW(moekit::detail::fp8_gemm_kernel_source({64, 128, 3, 8, 132, 2}, Fp8GemmKernel::kContiguousMxfp4,
+                                                      &entry, family),
+               moekit::Error);
+  family.wg_n = 2;
   EXPECT_THROW(
       moekit::detail::fp8_gemm_kernel_source({64, 256, 3, 8, 132, 1}, Fp8GemmKernel::kMoeGemm1Swiglu, &entry, family),
       moekit::Error);

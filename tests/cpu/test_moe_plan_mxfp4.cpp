@@ -58,10 +58,11 @@ Knobs no_decode() {
 }  // namespace
 
 // MXFP4 weights on the expansion GEMMs (MOEKIT_MXFP4_DECODE=0 at decode sizes, every plan past
-// them): GEMM1 on the permuted copy (the gather's warps expand the weights), single CTAs, widths in
-// whole 32-row sub-chunks, two expanded stages at decode and three beyond, and raw slots filling
-// the rest of shared memory; FP8 plans are unchanged.
-TEST(MoePlan, Mxfp4WeightsPlanSingleCtasWithRawSlots) {
+// them): GEMM1 on the permuted copy (the gather's warps expand the weights), B-sharing pairs where
+// the FP8 plan pairs GEMM1's CTAs and experts get 512+ rows (each expands half of B; no tail
+// split), single CTAs elsewhere, widths in whole 32-row sub-chunks, two expanded stages at decode and three beyond,
+// and raw slots filling the rest of shared memory; FP8 plans are unchanged.
+TEST(MoePlan, Mxfp4WeightsPlanPairsOrSingleCtasWithRawSlots) {
   for (const Preset& pr : kPresets) {
     const MoeConfig m = layer_config(pr, true);
     for (int64_t t : {1, 64, 1024, 4096, 16384}) {
@@ -78,6 +79,9 @@ TEST(MoePlan, Mxfp4WeightsPlanSingleCtasWithRawSlots) {
       EXPECT_EQ(p.gemm1.config.block_m, 64);
       EXPECT_EQ(p.gemm1.config.block_n, 256);
       EXPECT_EQ(p.gemm2.config.block_m, f8.gemm2.config.block_m);
+      EXPECT_EQ(p.gemm1.config.multicast, f8.gemm1.config.multicast == 2 && p.load.rows_per_active >= 512 ? 2 : 1);
+      EXPECT_FALSE(p.gemm1.pair_tail_split);
+      if (p.gemm1.config.multicast == 2) EXPECT_EQ(p.gemm1.config.num_sms % 2, 0);
       for (const auto& [c, mx, epi] :
            {std::tuple{p.gemm1.config, p.gemm1.mx_stages, moekit::sm90::kSwigluEpilogueSmem},
             std::tuple{p.gemm2.config, p.gemm2.mx_stages,
@@ -85,26 +89,39 @@ TEST(MoePlan, Mxfp4WeightsPlanSingleCtasWithRawSlots) {
                            ? moekit::sm90::gemm_bf16_staging_bytes(p.gemm2.config.block_m, p.gemm2.config.block_n,
                                                                    p.gemm2.config.direct_store)
                            : 0u}}) {
-        EXPECT_EQ(c.multicast, 1);
+        EXPECT_TRUE(c.multicast == 1 || moekit::detail::mxfp4_pairs_fit(c)) << c.str();
         EXPECT_EQ(c.block_n % 32, 0);
         EXPECT_LE(c.stages, stages);
         if (c.stages < stages)  // fewer only where the preferred count leaves no room for two raw slots
-          EXPECT_GT(moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, stages, 1, 2),
+          EXPECT_GT(moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, stages, 1, 2, c.multicast),
                     GemmDeviceLimits{}.smem_bytes);
         EXPECT_GE(mx, 2);
         EXPECT_LE(mx, 16);
-        const unsigned smem = moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, c.stages, 1, mx);
+        const unsigned smem = moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, c.stages, 1, mx, c.multicast);
         EXPECT_LE(smem, GemmDeviceLimits{}.smem_bytes);
         if (mx < 16)
-          EXPECT_GT(moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, c.stages, 1, mx + 1),
+          EXPECT_GT(moekit::sm90::gemm_smem_bytes_with(epi, c.block_m, c.block_n, c.stages, 1, mx + 1, c.multicast),
                     GemmDeviceLimits{}.smem_bytes)
               << "as many raw slots as fit";
       }
     }
   }
-  moekit::GemmConfig c{64, 144, 5, 8, 132, 2};
+  moekit::GemmConfig c{64, 144, 5, 8, 132, 2};  // halves of 80 rows: not whole sub-chunks
   EXPECT_GE(moekit::detail::fit_mxfp4_stages(c, 0, 3, GemmDeviceLimits{}), 2);
   EXPECT_EQ(c.str(), "m64n160s3g8x132c1");
+  for (moekit::GemmConfig w : {moekit::GemmConfig{256, 128, 3, 8, 132, 2}, moekit::GemmConfig{128, 128, 3, 8, 132, 2}}) {
+    EXPECT_GE(moekit::detail::fit_mxfp4_stages(w, ~0u, 3, GemmDeviceLimits{}), 2);  // (256-row pairs share A)
+    EXPECT_EQ(w.multicast, 1) << w.str();
+  }
+  // GEMM1's pairs: a raw slot holds half of B (128 rows), so more fit than for a single CTA.
+  moekit::GemmConfig pair{64, 256, 5, 8, 132, 2}, single{64, 256, 5, 8, 132, 1};
+  const int raw_pair = moekit::detail::fit_mxfp4_stages(pair, moekit::sm90::kSwigluEpilogueSmem, 3, GemmDeviceLimits{});
+  const int raw_single =
+      moekit::detail::fit_mxfp4_stages(single, moekit::sm90::kSwigluEpilogueSmem, 3, GemmDeviceLimits{});
+  EXPECT_EQ(pair.str(), "m64n256s3g8x132c2");
+  EXPECT_EQ(single.str(), "m64n256s3g8x132c1");
+  EXPECT_GT(raw_pair, raw_single);
+  EXPECT_EQ(moekit::sm90::gemm_mx_raw_rows(256, 2), 128);
   const std::string text = moekit::detail::describe_moe_plan(
       plan_moe_forward(layer_config(kPresets[0], true), 1024, false, GemmDeviceLimits{}, 0, Knobs{}));
   EXPECT_NE(text.find("mxfp4 raw slots"), std::string::npos) << text;

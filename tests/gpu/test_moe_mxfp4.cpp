@@ -395,6 +395,36 @@ TEST(MoeMxfp4, TwoKGroupsMatchTheReference) {
   }
 }
 
+// GEMM1 in B-sharing pairs (each CTA of a cluster expands half of the B tile and copies it into its
+// peer's stage): 8 experts, k = 2, T = 2560 put ~640 rows on an expert (the plan pairs from 512),
+// with uneven counts, so some 128-row blocks end in a tile without valid rows (the peer still
+// expands its half for the other). Both modes against the reference; the deterministic layer bit for
+// bit its FP8 form, whose GEMM1 pairs multicast B instead.
+TEST(MoeMxfp4, BSharingPairsMatchTheReferenceAndTheFp8Form) {
+  namespace d = moekit::detail;
+  moekit::test::Stream s;
+  const MxWeights W(8, 1024, 512, 77);
+  for (bool det : {false, true}) {
+    SCOPED_TRACE(mode_name(det));
+    const MoeConfig c = mx_config(small_config(8, 2, 1024, 512, det));
+    const Layer L(c, *W.fp8, W.slice(0), s);
+    for (int64_t t : {2560, 2999}) {
+      SCOPED_TRACE(::testing::Message() << "T=" << t);
+      const d::MoePlan p = d::plan_moe_forward(L.cfg(), t, false, d::device_limits(), 0, d::knobs());
+      ASSERT_EQ(p.gemm1.config.multicast, 2) << "the case must run the pairs";
+      ASSERT_GT(p.gemm1.mx_stages, 0);
+      Inputs in = make_x(t, c.hidden, 210 + uint64_t(t));
+      random_ids(in, c, 220 + uint64_t(t), true);
+      const Result r = run(L, in, false, s);
+      const Check ch = check_rows(L, in, r, sample_rows(t, 96, 7), "mxfp4 B-sharing pairs");
+      EXPECT_EQ(ch.nonfinite, 0);
+      expect_accurate(ch);
+      expect_dropped_rows_zero(L, in, r);
+      if (det) expect_equals_fp8_layer(c, W, in, s, "B-sharing pairs");
+    }
+  }
+}
+
 // The decode GEMM1 reading token rows (MoeGemm1Input::kGathered: 8-token tiles, the tokens
 // quantized in the sort's launch) computes what it computes from the permuted copy (the default),
 // bit for bit in the deterministic layer; T = 5 puts 1.25 rows on an expert on average (T = 8, two,

@@ -176,13 +176,18 @@ constexpr unsigned gemm_mx_region_bytes(int bn, int mx_stages) {
   return mx_stages ? unsigned(mx_stages) * gemm_mx_raw_bytes(bn) + 256u + unsigned(mx_stages) * 16u : 0u;
 }
 
+/// B rows whose codes one CTA loads and expands: the whole tile, or with B-sharing MXFP4 pairs
+/// (a cluster of two along M, mxfp4_loader.cuh) its rank's half.
+constexpr int gemm_mx_raw_rows(int bn, int cluster) { return bn / cluster; }
+
 /// Total dynamic shared memory with an epilogue staging buffer of `epilogue_bytes` (the split-K
-/// barriers and the staged B scales after the tile pipe; with MXFP4 B its raw slots after them).
+/// barriers and the staged B scales after the tile pipe; with MXFP4 B its raw slots after them,
+/// of gemm_mx_raw_rows(bn, cluster) rows each).
 constexpr unsigned gemm_smem_bytes_with(unsigned epilogue_bytes, int bm, int bn, int stages, int split_k = 1,
-                                        int mx_stages = 0) {
+                                        int mx_stages = 0, int cluster = 1) {
   return 1024u /* alignment slack */ +
          (mx_stages ? gemm_mx_region_offset(gemm_smem_core_bytes(epilogue_bytes, bm, bn, stages, split_k)) +
-                          gemm_mx_region_bytes(bn, mx_stages)
+                          gemm_mx_region_bytes(gemm_mx_raw_rows(bn, cluster), mx_stages)
                     : gemm_smem_core_bytes(epilogue_bytes, bm, bn, stages, split_k));
 }
 /// The MXFP4 decode GEMMs (mxfp4_decode_gemm.cuh): tiles of `tok` tokens (A rows, the MMA's N) x

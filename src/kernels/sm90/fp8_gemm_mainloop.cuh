@@ -169,7 +169,15 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   if constexpr (T::kClusterSize > 1) ptx::cluster_sync();
   else __syncthreads();
 
-  if (threadIdx.x >= T::kMathThreads) {
+  if (T::kMxfp4 && threadIdx.x >= T::kMathThreads + 128) {
+    // ------------------------------------------------------------------ MXFP4 B: expansion warpgroup
+    // (its own branch, so that ptxas gives its code kExpandRegs rather than the producer's count)
+    if constexpr (T::kMxfp4) {
+      ptx::setmaxnreg_dec<T::kExpandRegs>();
+      Mxfp4BLoader<T>::expand_all(p, threadIdx.x - (T::kMathThreads + 128), smem, base, s_b, s_full, s_empty, mx,
+                                  tiles);
+    }
+  } else if (threadIdx.x >= T::kMathThreads) {
     // ------------------------------------------------------------------ producer warpgroup
     ptx::setmaxnreg_dec<T::kProducerRegs>();
     if (threadIdx.x / 32 == T::kMathThreads / 32 + 1) {
@@ -280,10 +288,6 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
     } else if constexpr (kGatherA) {
       if (threadIdx.x >= T::kMathThreads + 64)  // warps 2 and 3
         GatherALoader<T>::run(p, threadIdx.x - (T::kMathThreads + 64), s_a, s_full, s_empty, tiles);
-    } else if constexpr (T::kMxfp4) {
-      if (threadIdx.x >= T::kMathThreads + 128)  // the second producer warpgroup
-        Mxfp4BLoader<T>::expand_all(p, threadIdx.x - (T::kMathThreads + 128), smem, base, s_b, s_full, s_empty, mx,
-                                    tiles);
     }
   } else {
     // ------------------------------------------------------------------ math warpgroups

@@ -93,13 +93,23 @@ struct Fp8GemmTraits {
   /// raw slots, and a second producer warpgroup expands each into an E4M3 B stage.
   static constexpr int kMxStages = kMxStages_;
   static constexpr bool kMxfp4 = kMxStages_ > 0;
+  /// MXFP4 B rows this CTA loads and expands (gemm_mx_raw_rows): in B-sharing pairs each CTA
+  /// expands its rank's half of the tile into its own stage and copies it into its peer's.
+  static constexpr int kMxRawRows = gemm_mx_raw_rows(kBlockN_, kCluster_);
   /// Registers per thread after setmaxnreg (64 K per SM: 128 x (math warpgroups x kMathRegs +
-  /// producer warpgroups x kProducerRegs)). MXFP4 B (two producer warpgroups): enough for the
-  /// expansion to keep several jobs' loads in flight; with two math warpgroups the math gives up 24.
+  /// kProducerRegs + with MXFP4 B the expansion warpgroup's kExpandRegs)). MXFP4 B: enough for the
+  /// expansion to keep several jobs' loads in flight; with two math warpgroups the math gives up
+  /// 24, and on GEMM1 (kWgN = 2: 64 + 2 x 64 accumulators per thread) 24 more, so that the
+  /// expansion keeps four jobs in flight (MOEKIT_MXFP4_EXPAND_REGS: an A/B define).
   static constexpr u32 kProducerWarpgroups = kMxfp4 ? 2u : 1u;
   static constexpr u32 kProducerRegs = !kMxfp4 ? 40u : (kMathWarpgroups == 1 ? 136u : 40u);
-  static constexpr u32 kMathRegs = kMxfp4 && kMathWarpgroups > 1 ? 216u : 232u;
-  static_assert(kMathWarpgroups * kMathRegs + kProducerWarpgroups * kProducerRegs <= 512u, "64 K registers per SM");
+#ifndef MOEKIT_MXFP4_EXPAND_REGS
+#define MOEKIT_MXFP4_EXPAND_REGS 56
+#endif
+  static constexpr u32 kExpandRegs =
+      !kMxfp4 ? 0u : kMathWarpgroups == 1 ? 136u : kWgN == 2 ? u32(MOEKIT_MXFP4_EXPAND_REGS) : 40u;
+  static constexpr u32 kMathRegs = !kMxfp4 || kMathWarpgroups == 1 ? 232u : (512u - kProducerRegs - kExpandRegs) / 2u / 8u * 8u;
+  static_assert(kMathWarpgroups * kMathRegs + kProducerRegs + kExpandRegs <= 512u, "64 K registers per SM");
 
   static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64, 128 or 256");
   static_assert(kWaves == 1 || (kWgN == 1 && kBlockN <= 128 && kPromoteK_ == 128 && kSplitK_ == 1),
@@ -116,8 +126,8 @@ struct Fp8GemmTraits {
   static_assert(kShareA || (kSmemB / kCluster) % 1024 == 0, "each multicast slice of B must stay 1024-byte aligned");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "swizzled tiles must stay 1024-byte aligned");
   static_assert(kSmemSfa % 128 == 0, "TMA destinations must stay 128-byte aligned");
-  static_assert(!kMxfp4 || (kCluster == 1 && kSplitK == 1 && kBlockN % 32 == 0 && kMxStages <= 16),
-                "MXFP4 B: no multicast, no split-K, BLOCK_N a multiple of 32, at most 16 raw slots");
+  static_assert(!kMxfp4 || (!kShareA && kSplitK == 1 && kMxRawRows % 32 == 0 && kMxStages <= 16),
+                "MXFP4 B: single CTAs or B-sharing pairs, no split-K, whole 32-row sub-chunks per CTA, at most 16 raw slots");
 };
 
 /// Diagnostic switches for A/B runs only — the results are wrong (docs/performance.md §Energy and the power limit). They can be set

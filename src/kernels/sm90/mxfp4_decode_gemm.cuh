@@ -65,6 +65,7 @@ struct MxDecodeTraits {
   /// own (mx_decode_load); the math reads each token column's scale at 4 c + token % 4. Spares the
   /// permuted copy's kernel where the sort's launch quantizes the tokens (moe_plan.cpp).
   static constexpr bool kGatherA = kGatherA_;
+  static constexpr int kMxRawRows = kRows_;  ///< weight rows per raw slot (single CTAs)
   /// setmaxnreg's split (one K group; with two, every thread keeps the launch's 96).
   static constexpr u32 kProducerRegs = 40;
   static constexpr u32 kMathRegs = 232;
@@ -165,7 +166,7 @@ __device__ __forceinline__ void mx_decode_load(const P& p, const Mxfp4Ring& mx, 
     };
     if (waited) load_tokens();
     Mxfp4RawWalk w{};
-    w.init<T>(p, t);
+    w.init(p, t, u32(T::kBlockN));
     const ATileLoad<T> al(t, a_box);
     auto load_raw = [&](u32 s, u32 kb) {
       const u32 full = mx.full + 8 * s;

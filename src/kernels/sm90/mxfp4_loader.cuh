@@ -33,7 +33,7 @@ inline constexpr u32 kMxfp4ExpandBarrier = 4;  // 1: the epilogues', 2 and 3: th
 
 /// The raw ring's shared-memory addresses (fp8_gemm_layout.cuh gemm_mx_region_*).
 struct Mxfp4Ring {
-  u32 raw;    ///< kMxStages slots of gemm_mx_raw_bytes(BLOCK_N)
+  u32 raw;    ///< kMxStages slots of gemm_mx_raw_bytes(kMxRawRows)
   u32 table;  ///< kMxfp4TableSlots expansion tables of 8 bytes (mxfp4_store_table)
   u32 full;   ///< per slot: the load thread's arrival + the TMA bytes
   u32 empty;  ///< per slot: one arrival per expansion thread
@@ -42,7 +42,7 @@ struct Mxfp4Ring {
   __device__ __forceinline__ static Mxfp4Ring at(u32 region) {
     Mxfp4Ring r;
     r.raw = region;
-    r.table = region + u32(T::kMxStages) * gemm_mx_raw_bytes(T::kBlockN);
+    r.table = region + u32(T::kMxStages) * gemm_mx_raw_bytes(T::kMxRawRows);
     r.full = r.table + 256u;
     r.empty = r.full + 8u * u32(T::kMxStages);
     return r;
@@ -53,11 +53,11 @@ struct Mxfp4Ring {
 /// y0 + kb * dy + i * dbox. K-block tiled weights (GemmParams::b_chunk_rows = C, a multiple of
 /// 128: W1's chunk of C rows per K block is contiguous) load C / 128 boxes of 4 sub-chunks each;
 /// row-major weights (sub-chunks of 32 rows per K block, ((row / 32) * num_kb + kb) in order) load
-/// one box per sub-chunk.
+/// one box per sub-chunk. `rows` of the tile are loaded: all, or in B-sharing pairs rank r's half
+/// (the r-th half of the tile's boxes).
 struct Mxfp4RawWalk {
   u32 y0, dy, dbox, boxes, box_rows;
-  template <class T>
-  __device__ __forceinline__ void init(const GemmParams& p, const Tile& t) {
+  __device__ __forceinline__ void init(const GemmParams& p, const Tile& t, u32 rows, u32 rank = 0) {
     const u32 chunk = p.b_chunk_rows;
     if (chunk) {
       const u32 sub_rows = chunk / kMxfp4SubRows * kMxfp4SubTmaRows;
@@ -65,25 +65,28 @@ struct Mxfp4RawWalk {
       dy = sub_rows;
       box_rows = 4u * kMxfp4SubTmaRows;
       dbox = box_rows;
-      boxes = u32(T::kBlockN) / (4u * kMxfp4SubRows);
+      boxes = rows / (4u * kMxfp4SubRows);
     } else {
       y0 = t.b_row0 / kMxfp4SubRows * p.num_kb * kMxfp4SubTmaRows;
       dy = kMxfp4SubTmaRows;
       box_rows = kMxfp4SubTmaRows;
       dbox = p.num_kb * kMxfp4SubTmaRows;
-      boxes = u32(T::kBlockN) / kMxfp4SubRows;
+      boxes = rows / kMxfp4SubRows;
     }
+    y0 += rank * boxes * dbox;
   }
 };
 
 template <class T>
 struct Mxfp4BLoader {
   static_assert(T::kMxfp4, "MXFP4 B only");
-  static constexpr u32 kRawBytes = gemm_mx_raw_bytes(T::kBlockN);
+  static constexpr u32 kRawBytes = gemm_mx_raw_bytes(T::kMxRawRows);
   /// Expansion jobs per stage (a row's 32 K values) and per thread: one per 32-row sub-chunk.
-  static constexpr u32 kJobsPerThread = u32(T::kBlockN) * (kGemmBlockK / 32) / kMxfp4ExpandThreads;
-  /// Jobs whose loads are in flight together (registers: T::kProducerRegs).
-  static constexpr u32 kBatch = T::kProducerRegs >= 96 ? 8u : 2u;
+  static constexpr u32 kJobsPerThread = u32(T::kMxRawRows) * (kGemmBlockK / 32) / kMxfp4ExpandThreads;
+  /// B-sharing pairs: the bytes of the half a CTA expands, which its peer's stage receives by copy.
+  static constexpr u32 kPeerBytes = T::kCluster > 1 ? u32(T::kMxRawRows) * kGemmBlockK : 0u;
+  /// Jobs whose loads are in flight together (registers: T::kExpandRegs).
+  static constexpr u32 kBatch = T::kExpandRegs >= 96 ? 8u : T::kExpandRegs >= 56 ? 4u : 2u;
   static_assert(kMxfp4SubRows * 4 == kMxfp4ExpandThreads, "a pass of jobs covers one sub-chunk");
 
   /// The load thread: every tile's raw B, K block by K block, into the raw ring. Weights only, so it
@@ -91,10 +94,11 @@ struct Mxfp4BLoader {
   __device__ static void load_raw(const GemmParams& p, const Mxfp4Ring& mx, const ptx::TmaDescriptor& tma_b,
                                   TilePipe& tiles) {
     const ptx::u64 policy = ptx::l2_policy_evict_first();
+    const u32 rank = T::kCluster > 1 ? ptx::cluster_ctarank() : 0u;
     u32 slot = 0, phase = 0;
     for (Tile t; tiles.take(t);) {
       Mxfp4RawWalk w;
-      w.init<T>(p, t);
+      w.init(p, t, u32(T::kMxRawRows), rank);
       for (u32 kb = 0; kb < p.num_kb; ++kb) {
         ptx::mbar_wait(mx.empty + 8 * slot, phase ^ 1u);
         const u32 full = mx.full + 8 * slot;
@@ -184,7 +188,7 @@ struct Mxfp4BLoader {
           waited = true;
         }
         const u32 full = s_full + 8 * stage;
-        ptx::mbar_arrive_expect_tx(full, al.tx_bytes());
+        ptx::mbar_arrive_expect_tx(full, al.tx_bytes() + kPeerBytes);  // (+ the peer's half of B)
         al.issue(stage, kb, s_a, s_sfa, full, tma_a, tma_sfa, 0u);
         if (++stage == u32(T::kStages)) {
           stage = 0;
@@ -194,21 +198,43 @@ struct Mxfp4BLoader {
     }
   }
 
+  /// B-sharing pairs: warp w of the expansion threads wrote rows 8 w + 32 i (i < kJobsPerThread,
+  /// 8 rows each) of its CTA's half at `half` (a B stage's shared address + the half's offset);
+  /// lane 0 copies them to the same offsets of the peer's stage, completing bytes on the peer's
+  /// `full` barrier (its A load thread expects kPeerBytes). Swizzled 1 KB row groups stay whole.
+  __device__ __forceinline__ static void copy_half_to_peer(u32 half, u32 full, u32 warp, u32 peer) {
+    const u32 peer_full = ptx::map_to_cta(full, peer);
+#pragma unroll
+    for (u32 i = 0; i < kJobsPerThread; ++i) {
+      const u32 src = half + (8u * warp + i * kMxfp4SubRows) * kGemmBlockK;
+      ptx::bulk_copy_to_cta(ptx::map_to_cta(src, peer), src, 8u * kGemmBlockK, peer_full);
+    }
+  }
+
   /// Expansion thread g (< kMxfp4ExpandThreads). `smem`: the generic pointer of shared address
-  /// `base`; s_b: the B stages; s_full, s_empty: the stages' barriers.
+  /// `base`; s_b: the B stages; s_full, s_empty: the stages' barriers (`empty` counts the math
+  /// warps of both CTAs of a pair, so the peer's stage is free too).
   __device__ static void expand_all(const GemmParams& p, u32 g, ptx::u8* smem, u32 base, u32 s_b, u32 s_full,
                                     u32 s_empty, const Mxfp4Ring& mx, TilePipe& tiles) {
     if (g < kMxfp4TableSlots) mxfp4_store_table(mx.table, g);
     ptx::named_barrier_sync(kMxfp4ExpandBarrier, kMxfp4ExpandThreads);
     const ptx::u8* table = smem + (mx.table - base);
+    const u32 rank = T::kCluster > 1 ? ptx::cluster_ctarank() : 0u;
+    const u32 half = rank * kPeerBytes;  // this CTA's rows within a B stage
     u32 stage = 0, phase = 0, slot = 0, slot_phase = 0;
     for (Tile t; tiles.take(t);) {
       for (u32 kb = 0; kb < p.num_kb; ++kb) {
         ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
         ptx::mbar_wait(mx.full + 8 * slot, slot_phase);
-        expand(smem + (mx.raw + slot * kRawBytes - base), smem + (s_b + stage * T::kSmemB - base), table, g);
-        // The stage's bytes were written by the generic proxy and are read by wgmma (async proxy).
+        const u32 b = s_b + stage * T::kSmemB + half;
+        expand(smem + (mx.raw + slot * kRawBytes - base), smem + (b - base), table, g);
+        // The stage's bytes were written by the generic proxy and are read by wgmma and by the
+        // copy to the peer (async proxy).
         ptx::fence_proxy_async_smem();
+        if constexpr (T::kCluster > 1) {
+          __syncwarp();
+          if (g % 32u == 0) copy_half_to_peer(b, s_full + 8 * stage, g / 32u, rank ^ 1u);
+        }
         ptx::mbar_arrive(mx.empty + 8 * slot);
         ptx::mbar_arrive(s_full + 8 * stage);
         if (++slot == u32(T::kMxStages)) {
