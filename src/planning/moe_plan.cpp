@@ -216,8 +216,8 @@ void plan_mx_decode(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& kno
   }
 }
 
-// MXFP4 weights (kernels/sm90/mxfp4_loader.cuh): the FP8 plan's tiles as single CTAs with widths
-// in whole 32-row sub-chunks; two expanded stages while the GEMMs stream weights (the raw slots
+// MXFP4 weights (kernels/sm90/mxfp4_loader.cuh): the FP8 plan's tiles as single CTAs (GEMM1 in
+// B-sharing pairs from kMxfp4PairRows rows per expert) with widths in whole 32-row sub-chunks; two expanded stages while the GEMMs stream weights (the raw slots
 // keep the DRAM reads in flight: raw bytes are a quarter of an expanded stage's B), three beyond.
 // GEMM1's automatic chains are 64 long at decode sizes too: a K block streams in half the FP8
 // time, and 32-long chains measured slower (deepseek-v3 GEMM1, H100: T = 64 1555 → 1433 µs,
@@ -229,10 +229,11 @@ void plan_mxfp4_gemms(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& k
   if (p.layer.gemm1_promote_k == 0) p.gemm1.promote_k = 64;
   // GEMM1 in B-sharing pairs (each CTA expands half of the B tile, mxfp4_loader.cuh) from 512 rows
   // per expert; below, single CTAs. Measured (H100, GEMM1 stage µs, two rounds, single CTAs /
-  // pairs, docs/mxfp4.md §B-sharing pairs): deepseek-v3 T = 16384 (512 rows) 13505, 13343 / 12828,
+  // pairs, docs/mxfp4.md §Prefill): deepseek-v3 T = 16384 (512 rows) 13505, 13343 / 12828,
   // 13036; T = 4096 (128 rows) 3922, 3925 / 4069, 4040; gpt-oss-120b T = 8192 (256 rows) 2493,
   // 2483 / 2537, 2532.
   if (p.load.rows_per_active < kMxfp4PairRows) p.gemm1.config.multicast = 1;
+  p.gemm2.config.multicast = 1;  // (pairs run only GEMM1's body)
   p.gemm1.mx_stages = fit_mxfp4_stages(p.gemm1.config, sm90::kSwigluEpilogueSmem, stages, limits);
   p.gemm1.pair_tail_split = false;
   p.gemm2.mx_stages =

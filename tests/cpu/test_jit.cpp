@@ -184,6 +184,9 @@ TEST(Jit, Mxfp4BodiesCompileForSm90a) {
                                                       &entry, family),
                moekit::Error);
   family.wg_n = 2;
+  EXPECT_THROW(moekit::detail::fp8_gemm_kernel_source({128, 256, 3, 8, 132, 2}, Fp8GemmKernel::kMoeGemm1SwigluMxfp4,
+                                                      &entry, family),
+               moekit::Error);
   EXPECT_THROW(
       moekit::detail::fp8_gemm_kernel_source({64, 256, 3, 8, 132, 1}, Fp8GemmKernel::kMoeGemm1Swiglu, &entry, family),
       moekit::Error);

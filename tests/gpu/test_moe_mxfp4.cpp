@@ -397,8 +397,8 @@ TEST(MoeMxfp4, TwoKGroupsMatchTheReference) {
 
 // GEMM1 in B-sharing pairs (each CTA of a cluster expands half of the B tile and copies it into its
 // peer's stage): 8 experts, k = 2, T = 2560 put ~640 rows on an expert (the plan pairs from 512),
-// with uneven counts, so some 128-row blocks end in a tile without valid rows (the peer still
-// expands its half for the other). Both modes against the reference; the deterministic layer bit for
+// with uneven counts (a 128-row block may end in a tile without valid rows, whose CTA still
+// expands its half for the peer). Both modes against the reference; the deterministic layer bit for
 // bit its FP8 form, whose GEMM1 pairs multicast B instead.
 TEST(MoeMxfp4, BSharingPairsMatchTheReferenceAndTheFp8Form) {
   namespace d = moekit::detail;

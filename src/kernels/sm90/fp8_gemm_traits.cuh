@@ -33,8 +33,9 @@ struct Fp8GemmTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   /// CTAs per cluster (multicast pairs, gemm_cluster_shares_a): 128- and 64-row tiles pair along M
-  /// and each CTA loads half of the shared B tile for both; 256-row tiles pair along N and each CTA
-  /// loads one of the shared A tile's two 128-row boxes for both.
+  /// and each CTA loads half of the shared B tile for both (MXFP4 B: expands it and copies it to
+  /// the peer, mxfp4_loader.cuh); 256-row tiles pair along N and each CTA loads one of the shared A
+  /// tile's two 128-row boxes for both.
   static constexpr int kCluster = kCluster_;
   /// Math warpgroups along N: 1 (each owns 64 rows x BLOCK_N) or 2 (each owns 64 rows x BLOCK_N/2,
   /// sharing the A tile: the MoE GEMM1 tile whose gate and up halves must meet in one CTA).
@@ -98,9 +99,9 @@ struct Fp8GemmTraits {
   static constexpr int kMxRawRows = gemm_mx_raw_rows(kBlockN_, kCluster_);
   /// Registers per thread after setmaxnreg (64 K per SM: 128 x (math warpgroups x kMathRegs +
   /// kProducerRegs + with MXFP4 B the expansion warpgroup's kExpandRegs)). MXFP4 B: enough for the
-  /// expansion to keep several jobs' loads in flight; with two math warpgroups the math gives up
-  /// 24, and on GEMM1 (kWgN = 2: 64 + 2 x 64 accumulators per thread) 24 more, so that the
-  /// expansion keeps four jobs in flight (MOEKIT_MXFP4_EXPAND_REGS: an A/B define).
+  /// expansion to keep several jobs' loads in flight; with two math warpgroups the math gets 216,
+  /// and on GEMM1 (kWgN = 2: 64 + 2 x 64 accumulators per thread) 208, so that the expansion keeps
+  /// four jobs in flight (MOEKIT_MXFP4_EXPAND_REGS: an A/B define).
   static constexpr u32 kProducerWarpgroups = kMxfp4 ? 2u : 1u;
   static constexpr u32 kProducerRegs = !kMxfp4 ? 40u : (kMathWarpgroups == 1 ? 136u : 40u);
 #ifndef MOEKIT_MXFP4_EXPAND_REGS
@@ -110,6 +111,8 @@ struct Fp8GemmTraits {
       !kMxfp4 ? 0u : kMathWarpgroups == 1 ? 136u : kWgN == 2 ? u32(MOEKIT_MXFP4_EXPAND_REGS) : 40u;
   static constexpr u32 kMathRegs = !kMxfp4 || kMathWarpgroups == 1 ? 232u : (512u - kProducerRegs - kExpandRegs) / 2u / 8u * 8u;
   static_assert(kMathWarpgroups * kMathRegs + kProducerRegs + kExpandRegs <= 512u, "64 K registers per SM");
+  static_assert(!kMxfp4 || (kExpandRegs % 8 == 0 && kExpandRegs >= 24 && kExpandRegs <= 256),
+                "setmaxnreg counts: multiples of 8 in [24, 256]");
 
   static_assert(gemm_block_m_supported(kBlockM), "BLOCK_M must be 64, 128 or 256");
   static_assert(kWaves == 1 || (kWgN == 1 && kBlockN <= 128 && kPromoteK_ == 128 && kSplitK_ == 1),

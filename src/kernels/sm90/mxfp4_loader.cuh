@@ -9,11 +9,14 @@
 //   (warp 0, lane 1)                onto full (ATileLoad)
 //   expansion threads  stage s:     wait empty and raw_full; expand raw slot r into B stage s;
 //   (2nd warpgroup)                 fence for the async proxy; arrive on raw_empty and full
-//   math warpgroups    unchanged    wait full (A's arrival and bytes + 64 expansion arrivals)
-// The raw loads never wait for A, nor the expansion for A's loads.
+//   math warpgroups    unchanged    wait full (A's arrival and bytes + 128 expansion arrivals)
+// The raw loads never wait for A, nor the expansion for A's loads. B-sharing pairs (GEMM1, a
+// cluster of two 64-row tiles of one N block): each CTA loads and expands its rank's half of the
+// rows, each expansion warp copies what it wrote into the peer's stage (copy_half_to_peer), and the
+// A load thread's expected bytes include the peer's half; `empty` counts both CTAs' math warps.
 //
 // With more raw slots than stages the weights' DRAM reads run further ahead than the expanded
-// stages (which cost 4x the bytes of shared memory per K block: raw = BLOCK_N x 68 bytes).
+// stages (which cost 4x the bytes of shared memory per K block: raw = kMxRawRows x 68 bytes).
 #pragma once
 #include "kernels/sm90/fp8_gemm_loaders.cuh"
 #include "kernels/sm90/mxfp4_expand.cuh"
