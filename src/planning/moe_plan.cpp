@@ -217,8 +217,9 @@ void plan_mx_decode(MoePlan& p, const GemmDeviceLimits& limits, const Knobs& kno
 }
 
 // MXFP4 weights (kernels/sm90/mxfp4_loader.cuh): the FP8 plan's tiles as single CTAs (GEMM1 in
-// B-sharing pairs from kMxfp4PairRows rows per expert) with widths in whole 32-row sub-chunks; two expanded stages while the GEMMs stream weights (the raw slots
-// keep the DRAM reads in flight: raw bytes are a quarter of an expanded stage's B), three beyond.
+// B-sharing pairs from kMxfp4PairRows rows per expert) with widths in whole 32-row sub-chunks; two
+// expanded stages while the GEMMs stream weights (the raw slots keep the DRAM reads in flight: raw
+// bytes are a quarter of an expanded stage's B), three beyond.
 // GEMM1's automatic chains are 64 long at decode sizes too: a K block streams in half the FP8
 // time, and 32-long chains measured slower (deepseek-v3 GEMM1, H100: T = 64 1555 → 1433 µs,
 // T = 1 72.4 → 66.2 µs; 128: 1589 and 68.9 µs; docs/mxfp4.md §Expansion GEMMs).

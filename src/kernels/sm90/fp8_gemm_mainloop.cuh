@@ -128,7 +128,8 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   const u32 s_empty = s_full + kStages * 8;
   const u32 s_tiles = s_empty + kStages * 8;
   const float* sfa_smem = reinterpret_cast<const float*>(smem + (s_sfa - base));
-  static_assert(!(T::kMxfp4 && kGatherA), "MXFP4 B (its expansion warpgroup) and the gathered A (the producer's warps 2 and 3) do not combine");
+  static_assert(!(T::kMxfp4 && kGatherA),
+                "MXFP4 B (its expansion warpgroup) and the gathered A (the producer's warps 2 and 3) do not combine");
   // MXFP4 B: the raw ring after the core layout (fp8_gemm_layout.cuh gemm_mx_region_offset).
   const Mxfp4Ring mx = Mxfp4Ring::at<T>(
       base + gemm_mx_region_offset(gemm_smem_core_bytes(Epilogue::kSmemBytes, T::kBlockM, T::kBlockN, kStages,

@@ -102,7 +102,6 @@ struct Fp8GemmTraits {
   /// expansion to keep several jobs' loads in flight; with two math warpgroups the math gets 216,
   /// and on GEMM1 (kWgN = 2: 64 + 2 x 64 accumulators per thread) 208, so that the expansion keeps
   /// four jobs in flight (MOEKIT_MXFP4_EXPAND_REGS: an A/B define).
-  static constexpr u32 kProducerWarpgroups = kMxfp4 ? 2u : 1u;
   static constexpr u32 kProducerRegs = !kMxfp4 ? 40u : (kMathWarpgroups == 1 ? 136u : 40u);
 #ifndef MOEKIT_MXFP4_EXPAND_REGS
 #define MOEKIT_MXFP4_EXPAND_REGS 56
