@@ -88,6 +88,20 @@ __device__ __forceinline__ V ld_chain(const V* p) {
 /// Broadcasts lane 0's value so the compiler may keep it in a uniform register.
 __device__ __forceinline__ u32 warp_uniform(u32 v) { return __shfl_sync(0xffffffffu, v, 0); }
 
+/// True in exactly one lane of the (fully active) warp, chosen by the hardware (elect.sync): a
+/// branch on it keeps the warp's uniform values in uniform registers.
+__device__ __forceinline__ bool elect_one() {
+  u32 elected;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "elect.sync _|p, 0xffffffff;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}"
+      : "=r"(elected));
+  return elected != 0;
+}
+
 // ------------------------------------------------------------------------------------------------
 // Thread-block clusters
 // ------------------------------------------------------------------------------------------------

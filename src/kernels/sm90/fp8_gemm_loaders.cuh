@@ -1,6 +1,6 @@
 // The producer side's shared pieces of the sm90 FP8 GEMM family: the PDL wait, the B tile walk,
 // the tile pipe between the scheduler warp and its consumers, and the gathered-A loader of the MoE
-// GEMM1 (the load thread itself is fp8_gemm_mainloop.cuh's).
+// GEMM1 (the load warp itself is fp8_gemm_mainloop.cuh's).
 #pragma once
 #include "kernels/sm90/fp8_gemm_traits.cuh"
 #include "kernels/sm90/scheduler.cuh"
@@ -34,7 +34,7 @@ struct BTileWalk {
 };
 
 /// A tile's A loads for one K block: its A boxes and A-scale boxes onto a stage's `full` mbarrier
-/// (by the load thread; with MXFP4 B by the first expansion thread, mxfp4_loader.cuh).
+/// (by the load warp's elected lane; with MXFP4 B by the A load thread, mxfp4_loader.cuh).
 template <class T>
 struct ATileLoad {
   u32 m0, box, rows, sfa_boxes;
@@ -76,7 +76,7 @@ struct ATileLoad {
 };
 
 /// The tile pipe: the scheduler warp runs the scheduler and publishes each tile (its lane 0 writes
-/// the record), then an end marker, into a ring of kGemmTileSlots records in shared memory; the load thread and the math
+/// the record), then an end marker, into a ring of kGemmTileSlots records in shared memory; the load warp and the math
 /// warpgroups take them in the same order. Per slot a `full` mbarrier (one arrival per scheduler
 /// lane, kGemmTilePublishers) and an `empty` one (one arrival by every thread that takes the records).
 /// Only one warp schedules, so a scheduler may take tiles dynamically (one atomic per tile) and
@@ -166,6 +166,23 @@ struct TilePipe {
     const bool more = pop(t);
     release();
     return more;
+  }
+
+  /// take for a whole warp (every lane arrives, as release requires), with the record broadcast
+  /// from lane 0 so that ptxas keeps its fields in uniform registers: a load warp then issues its
+  /// TMA copies from uniform operands, with no per-copy loop over the lanes' values.
+  __device__ __forceinline__ bool take_uniform(Tile& t) {
+    const bool more = take(t);
+    t.m0 = ptx::warp_uniform(t.m0);
+    t.n0 = ptx::warp_uniform(t.n0);
+    t.b_row0 = ptx::warp_uniform(t.b_row0);
+    t.sb_offset = ptx::warp_uniform(t.sb_offset);
+    t.valid_rows = ptx::warp_uniform(t.valid_rows);
+    t.kb_begin = ptx::warp_uniform(t.kb_begin);
+    t.kb_end = ptx::warp_uniform(t.kb_end);
+    t.solo = ptx::warp_uniform(t.solo);
+    t.fixups = ptx::warp_uniform(t.fixups);
+    return ptx::warp_uniform(more ? 1u : 0u) != 0;
   }
 
   /// Hands the held slot back to the scheduler thread. Every thread that read the record arrives

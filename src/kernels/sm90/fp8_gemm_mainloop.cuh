@@ -1,5 +1,5 @@
 // The whole sm90 FP8 GEMM kernel: shared-memory carve-up, barriers, the producer warpgroup's
-// scheduler warp and load thread, and the math warpgroups' tile loop (fp8_gemm_traits.cuh has the
+// scheduler warp and load warp, and the math warpgroups' tile loop (fp8_gemm_traits.cuh has the
 // family's overview). The family's entry headers plug a scheduler and an epilogue into it.
 #pragma once
 #include "kernels/sm90/fp8_gemm_loaders.cuh"
@@ -134,7 +134,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   const Mxfp4Ring mx = Mxfp4Ring::at<T>(
       base + gemm_mx_region_offset(gemm_smem_core_bytes(Epilogue::kSmemBytes, T::kBlockM, T::kBlockN, kStages,
                                                          T::kSplitK)));
-  // Arrivals besides the load thread's: the gather threads' (A) or the expansion threads' (B).
+  // Arrivals besides the load warp's: the gather threads' (A) or the expansion threads' (B).
   constexpr u32 kHelpers = kGatherA ? kGatherThreads : (T::kMxfp4 ? kMxfp4ExpandThreads : 0u);
   TilePipe tiles{s_tiles};
   SplitKReduce<T> split{s_d, s_tiles + gemm_tile_pipe_bytes(), ptx::u32(T::kSplitK > 1 ? ptx::cluster_ctarank() : 0)};
@@ -142,15 +142,16 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
   if (threadIdx.x == T::kMathThreads) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      // The load thread's arrival (+ TMA bytes; with MXFP4 B the A load thread's), and one per
+      // The load warp's elected lane's arrival (+ TMA bytes; with MXFP4 B the A load thread's), and one per
       // gather or expansion thread.
       ptx::mbar_init(s_full + 8 * s, 1u + kHelpers);
       ptx::mbar_init(s_empty + 8 * s, kCluster * T::kMathThreads / 32);  // every math warp of the cluster
     }
     for (u32 s = 0; s < kGemmTileSlots; ++s) {
       ptx::mbar_init(tiles.full() + 8 * s, kGemmTilePublishers);
-      // Every math thread + the load thread (+ the gather or expansion threads; + the A load thread).
-      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + 1 + kHelpers + (T::kMxfp4 ? 1u : 0u));
+      // Every math thread + the load warp (with MXFP4 B: the raw and A load threads) + the gather or
+      // expansion threads.
+      ptx::mbar_init(tiles.empty() + 8 * s, T::kMathThreads + (T::kMxfp4 ? 2u : 32u) + kHelpers);
     }
     if constexpr (T::kMxfp4) {
       for (int r = 0; r < T::kMxStages; ++r) {
@@ -192,7 +193,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       Scheduler sched(p, s_tiles + gemm_pair_claims_offset());
       Tile t;
       bool more = sched.next(t);
-      tiles.push<T>(t, more, p);  // with pdl_early before the wait: the load thread may start B
+      tiles.push<T>(t, more, p);  // with pdl_early before the wait: the load warp may start B
       __syncwarp();
       pdl_wait_at(p, true);
       while (more) {
@@ -204,8 +205,13 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       if constexpr (T::kMxfp4) Mxfp4BLoader<T>::load_raw(p, mx, tma_b, tiles);
     } else if (T::kMxfp4 && threadIdx.x == T::kMathThreads + 1) {
       if constexpr (T::kMxfp4) Mxfp4BLoader<T>::load_a(p, s_a, s_sfa, s_full, s_empty, tma_a, tma_sfa, tiles);
-    } else if (threadIdx.x == T::kMathThreads) {
-      // Load thread (warp 0): takes the tiles from the pipe and issues their TMA loads.
+    } else if (!T::kMxfp4 && threadIdx.x / 32 == T::kMathThreads / 32) {
+      // Load warp (warp 0): takes the tiles from the pipe and issues their TMA loads from one lane.
+      // The whole warp runs the loop on warp-uniform values (TilePipe::take_uniform), so each copy
+      // is one instruction on uniform registers; from a single load thread every copy went through
+      // a loop over the lanes' values (R2UR, ELECT, BRA.U.ANY), and 64-row tiles waited for their
+      // stages (docs/performance.md §Load warp: 128x4096x7168 -9%).
+      const bool leader = ptx::elect_one();
       // A and its scales come from the previous kernel; B (weights) does not. With
       // GemmParams::b_before_wait the first tile's B stages are requested before the PDL wait, so
       // their DRAM latency (and, behind a long previous kernel, their streaming) overlaps it.
@@ -222,7 +228,7 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
       const ptx::u64 b_policy = ptx::l2_policy_evict_first();
       const u32 a_box = ATileLoad<T>::box_rows(p);
       const u32 rank = kCluster > 1 ? ptx::cluster_ctarank() : 0u;
-      for (Tile t; tiles.take(t);) {
+      for (Tile t; tiles.take_uniform(t);) {
         const ATileLoad<T> al(t, a_box);
         const u32 tx = kGatherA ? T::kSmemB : al.tx_bytes() + T::kSmemB;
         const BTileWalk bw(p, t);
@@ -257,13 +263,16 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         if (!waited) {
           // First tile, every stage still free: B of the first stages, the wait, then their A.
           const u32 pre = kb_end - kb < u32(kStages) ? kb_end - kb : u32(kStages);
-          for (u32 i = 0; i < pre; ++i) {
-            ptx::mbar_arrive_expect_tx(s_full + 8 * i, tx);
-            load_b(i, kb + i);
+          if (leader) {
+            for (u32 i = 0; i < pre; ++i) {
+              ptx::mbar_arrive_expect_tx(s_full + 8 * i, tx);
+              load_b(i, kb + i);
+            }
           }
           ptx::griddep_wait();
           waited = true;
-          for (u32 i = 0; i < pre; ++i) load_a(i, kb + i);
+          if (leader)
+            for (u32 i = 0; i < pre; ++i) load_a(i, kb + i);
           kb += pre;
           stage = pre % u32(kStages);
           phase = pre == u32(kStages) ? 1u : 0u;
@@ -272,10 +281,10 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           ptx::mbar_wait(s_empty + 8 * stage, phase ^ 1u);
 #if MOEKIT_DIAG_NO_LOADS
           if (++diag_loaded > u32(kStages)) {
-            ptx::mbar_arrive(s_full + 8 * stage);  // diagnostic: the stage keeps its old contents
+            if (leader) ptx::mbar_arrive(s_full + 8 * stage);  // diagnostic: the stage keeps its old contents
           } else
 #endif
-          {
+          if (leader) {
             ptx::mbar_arrive_expect_tx(s_full + 8 * stage, tx);
             load_a(stage, kb);
             load_b(stage, kb);

@@ -3,8 +3,9 @@
 //
 // Structure (one CTA per SM, persistent):
 //   * producer warpgroup — one warp runs the scheduler and publishes the tiles
-//     (TilePipe); one thread of another warp takes them and, for every K block, waits for a free stage, then issues TMA loads
-//     of the A tile, the B tile and the A scales onto that stage's `full` mbarrier. The warpgroup
+//     (TilePipe); another warp (the load warp) takes them and, for every K block, waits for a
+//     free stage, then one elected lane issues TMA loads of the A tile, the B tile and the A
+//     scales onto that stage's `full` mbarrier (MXFP4 B: two load threads, mxfp4_loader.cuh). The warpgroup
 //     gives most of its registers to the math warpgroups (setmaxnreg).
 //   * math warpgroups — one per 64 rows of BLOCK_M (of each 128-row wave of a 256-row tile). Per K
 //     block: wait `full`, run 4 FP8 wgmma
@@ -134,7 +135,7 @@ struct Fp8GemmTraits {
 
 /// Diagnostic switches for A/B runs only — the results are wrong (docs/performance.md §Energy and the power limit). They can be set
 /// only through knobs().jit_defines (MOEKIT_JIT_DEFINES), i.e. only in a -DMOEKIT_DIAGNOSTICS=ON
-/// build: MOEKIT_DIAG_NO_LOADS=1: the load thread fills each stage once, then only arrives on it
+/// build: MOEKIT_DIAG_NO_LOADS=1: the load warp fills each stage once, then only arrives on it
 /// (no TMA traffic after the first kStages K blocks); MOEKIT_DIAG_NO_PROMOTE=1: the chained schedule
 /// (kPromoteK < 128) skips its FP32 work except in the last K block; MOEKIT_DIAG_NO_EPILOGUE
 /// (fp8_gemm_layout.cuh).

@@ -32,7 +32,7 @@ struct GemmParams {
   /// dependents only after its own wait (the MoE layer's chain: moe_sort → permute → GEMM1 → GEMM2).
   /// Prefetching the first tile's weights into L2 there as well was measured and gave nothing.
   unsigned pdl_early;
-  /// With pdl (and pdl_early, so the first tile is known before the wait): 1 = the load thread
+  /// With pdl (and pdl_early, so the first tile is known before the wait): 1 = the load warp
   /// issues the first tile's B loads (weights, which no previous kernel writes) for every stage
   /// before waiting, and the A loads after it. Always equal to pdl_early, yet a field of its own:
   /// reading pdl_early there instead changes the kernels' code (register allocation and schedule).

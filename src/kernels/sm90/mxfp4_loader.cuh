@@ -176,7 +176,7 @@ struct Mxfp4BLoader {
   }
 
   /// The A load thread (warp 0's lane 1): the A loads of every stage, onto its `full` barrier, as
-  /// the FP8 kernels' load thread issues them (ATileLoad); A comes from the previous kernel (PDL).
+  /// the FP8 kernels' load warp issues them (ATileLoad); A comes from the previous kernel (PDL).
   __device__ static void load_a(const GemmParams& p, u32 s_a, u32 s_sfa, u32 s_full, u32 s_empty,
                                 const ptx::TmaDescriptor& tma_a, const ptx::TmaDescriptor& tma_sfa, TilePipe& tiles) {
     bool waited = p.pdl == 0;

@@ -2,9 +2,10 @@
 //
 // A scheduler hands each CTA its output tiles in order: next(tile) returns false once the CTA has
 // no more. One warp per CTA (the scheduler warp) runs it, all 32 lanes converged and computing the
-// same tiles (a scheduler may use warp collectives), and it publishes each tile to the
-// load thread and the math warpgroups through the tile pipe (fp8_gemm_loaders.cuh). Grouped (MoE)
-// schedulers plug in here with the same interface; the mainloop never changes.
+// same tiles (a scheduler may use warp collectives), and it publishes each tile to the load warp
+// (with MXFP4 B: the load threads) and the math warpgroups through the tile pipe
+// (fp8_gemm_loaders.cuh). Grouped (MoE) schedulers plug in here with the same interface; the
+// mainloop never changes.
 #pragma once
 #include "kernels/sm90/fp8_gemm_layout.cuh"
 #include "ptx/ptx.cuh"
