@@ -185,6 +185,18 @@ __device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
   return done != 0;
 }
 
+/// Whether the phase with the given parity has completed, without blocking (mbarrier.test_wait;
+/// try_wait may suspend the thread for a while when the phase is incomplete).
+__device__ __forceinline__ bool mbar_test_wait(u32 bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 /// Blocks until the phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
   while (!mbar_try_wait(bar, parity)) {

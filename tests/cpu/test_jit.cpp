@@ -277,6 +277,35 @@ TEST(Jit, PlannedMoeGemmsCompileForSm90a) {
   EXPECT_GE(entries.size(), 8u);
 }
 
+// The K-loop experiments that diagnostic builds switch on through MOEKIT_JIT_DEFINES
+// (docs/environment.md): each compiles cleanly on every schedule it touches and changes the code of
+// those it applies to (the early wait: two waves, alone and in A-sharing pairs, and the serial
+// schedule; the K rotation: tiles without split-K), and of no other.
+TEST(Jit, KLoopExperimentsCompileForSm90a) {
+  struct Case {
+    const char* define;
+    moekit::GemmConfig c;
+    bool changes;
+  };
+  const Case cases[] = {
+      {"MOEKIT_KLOOP_EARLY_WAIT", {256, 128, 3, 8, 132, 1}, true},
+      {"MOEKIT_KLOOP_EARLY_WAIT", {256, 128, 3, 8, 132, 2}, true},
+      {"MOEKIT_KLOOP_EARLY_WAIT", {128, 192, 4, 8, 132, 1}, true},
+      {"MOEKIT_KLOOP_EARLY_WAIT", {128, 128, 5, 8, 132, 1}, false},  // pipelined: unchanged
+      {"MOEKIT_K_ROTATE", {64, 32, 16, 1, 132, 1}, true},
+      {"MOEKIT_K_ROTATE", {256, 128, 3, 8, 132, 2}, true},
+      {"MOEKIT_K_ROTATE", {64, 64, 8, 1, 132, 1, 2}, false},  // split-K: no rotation
+  };
+  for (const Case& k : cases) {
+    std::string entry;
+    const std::string base = moekit::detail::fp8_gemm_kernel_source(k.c, moekit::detail::Fp8GemmKernel::kDense, &entry);
+    const std::string src = std::string("#define ") + k.define + " 1\n" + base;
+    SCOPED_TRACE(std::string(k.define) + " " + entry);
+    expect_compiles_clean(src, entry);
+    EXPECT_EQ(moekit::jit::compile_cubin(src, entry) != moekit::jit::compile_cubin(base, entry), k.changes);
+  }
+}
+
 TEST(Jit, DiskCacheIsReused) {
   const moekit::GemmConfig c{64, 32, 4, 1, 132};
   std::string entry;

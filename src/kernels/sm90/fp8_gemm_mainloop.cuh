@@ -258,6 +258,9 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
         auto load_a = [&](u32 st, u32 kb) {
           if constexpr (!kGatherA) al.issue(st, kb, s_a, s_sfa, s_full + 8 * st, tma_a, tma_sfa, rank);  // else GatherALoader's
         };
+        // (MOEKIT_K_ROTATE, an experiment: fp8_gemm_traits.cuh)
+        const u32 kb_rot = kGemmKRotates<T, kGatherA> ? gemm_k_rotation<T>(t.n0, t.m0, p.num_kb) : 0u;
+        auto rot = [&](u32 kb) { return kGemmKRotates<T, kGatherA> ? gemm_rotated_kb(kb, kb_rot, p.num_kb) : kb; };
         u32 kb = T::kSplitK > 1 ? t.kb_begin : 0u;
         const u32 kb_end = T::kSplitK > 1 ? t.kb_end : p.num_kb;
         if (!waited) {
@@ -266,13 +269,13 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
           if (leader) {
             for (u32 i = 0; i < pre; ++i) {
               ptx::mbar_arrive_expect_tx(s_full + 8 * i, tx);
-              load_b(i, kb + i);
+              load_b(i, rot(kb + i));
             }
           }
           ptx::griddep_wait();
           waited = true;
           if (leader)
-            for (u32 i = 0; i < pre; ++i) load_a(i, kb + i);
+            for (u32 i = 0; i < pre; ++i) load_a(i, rot(kb + i));
           kb += pre;
           stage = pre % u32(kStages);
           phase = pre == u32(kStages) ? 1u : 0u;
@@ -286,8 +289,8 @@ __device__ __forceinline__ void fp8_gemm_mainloop(const ptx::TmaDescriptor& tma_
 #endif
           if (leader) {
             ptx::mbar_arrive_expect_tx(s_full + 8 * stage, tx);
-            load_a(stage, kb);
-            load_b(stage, kb);
+            load_a(stage, rot(kb));
+            load_b(stage, rot(kb));
           }
           if (++stage == kStages) {
             stage = 0;

@@ -102,6 +102,7 @@ struct Fp8GemmMath {
   // shapes: ptxas then kept the stage addresses out of the uniform registers (docs/performance.md §Warp-uniform descriptors and the wgmma serialization guard).
   u32 active = 1, order_on = 1, arrivals = 1;
   u32 waves = 1;  // 256-row tiles: waves with valid rows (1 or 2; warp-uniform)
+  u32 kb_rot = 0;  // MOEKIT_K_ROTATE: this tile's first K block
 
   /// kGatherA: requests the A scales of K block kb (used by the next wait_stage).
   __device__ __forceinline__ void prefetch_sa(u32 kb) {
@@ -129,6 +130,7 @@ struct Fp8GemmMath {
     const u32 blk1 = (blk0 + 1 < p.num_n_sb) ? blk0 + 1 : blk0;
     sb_row0 = sb + blk0 * p.num_kb;
     sb_row1 = sb + blk1 * p.num_kb;
+    if constexpr (kGemmKRotates<T, kGatherA>) kb_rot = gemm_k_rotation<T>(t.n0, t.m0, p.num_kb);
     num_former = T::kUniformSfb ? u32(T::kWgCols) / 8 : gemm_sb_first_block_chunks(n_wg, T::kWgCols, T::kSbRows);
     if constexpr (T::kStageSb) sb_staged = p.num_kb <= kGemmMaxStagedKb ? staged : 0u;
     if (kSbPrefetch != 0 && (kSbPrefetch != 3 || first_tile) && sb_staged == 0) {
@@ -137,7 +139,7 @@ struct Fp8GemmMath {
       if (!T::kUniformSfb && blk1 != blk0) prefetch_l1_lines(sb_row1, p.num_kb, skip_first);
     }
     if constexpr (kSbAhead) {
-      const u32 kb0 = T::kSplitK > 1 && t.kb_begin < p.num_kb ? t.kb_begin : 0u;
+      const u32 kb0 = T::kSplitK > 1 && t.kb_begin < p.num_kb ? t.kb_begin : kb_rot;
       pre_sb0 = __ldg(sb_row0 + kb0);
       pre_sb1 = T::kUniformSfb ? pre_sb0 : __ldg(sb_row1 + kb0);
     }
@@ -160,8 +162,10 @@ struct Fp8GemmMath {
   }
 
   /// Waits for the current stage and reads its scales (K blocks in order from the tile's first).
-  __device__ __forceinline__ KBlockScales wait_stage(u32 kb) {
+  __device__ __forceinline__ KBlockScales wait_stage(u32 kb_step, bool ready = false) {
     KBlockScales s;
+    constexpr bool kRotates = kGemmKRotates<T, kGatherA>;
+    const u32 kb = kRotates ? gemm_rotated_kb(kb_step, kb_rot, p.num_kb) : kb_step;
     if constexpr (T::kStageSb) {
       if (sb_staged != 0) {  // staged by the scheduler warp before it published the tile: read before the wait
         s.sb0 = ptx::ld_shared_f32(sb_staged + kb * 4u);
@@ -172,16 +176,17 @@ struct Fp8GemmMath {
       // Loaded one K block ago; the next K block's are requested before the wait.
       s.sb0 = pre_sb0;
       s.sb1 = pre_sb1;
-      const u32 kn = kb + 1 < p.num_kb ? kb + 1 : kb;
+      const u32 kn = kRotates ? gemm_rotated_kb(kb_step + 1 < p.num_kb ? kb_step + 1 : kb_step, kb_rot, p.num_kb)
+                                     : (kb + 1 < p.num_kb ? kb + 1 : kb);
       pre_sb0 = __ldg(sb_row0 + kn);
       pre_sb1 = T::kUniformSfb ? pre_sb0 : __ldg(sb_row1 + kn);
     }
-    ptx::mbar_wait(s_full + 8 * stage, phase);
+    if (!ready) ptx::mbar_wait(s_full + 8 * stage, phase);
     if constexpr (kGatherA) {
       ptx::fence_proxy_async_smem();
       s.sa0 = pre_sa0;
       s.sa1 = pre_sa1;
-      if (kb + 1 < p.num_kb) prefetch_sa(kb + 1);
+      if (kb_step + 1 < p.num_kb) prefetch_sa(kb_step + 1);
     } else {
       // One address per K block, the rows at fixed offsets from it (stages are padded past the box).
       const float* sfa = sfa_thread + stage * (T::kSmemSfa / 4);
@@ -321,6 +326,31 @@ struct Fp8GemmMath {
   template <int kLive>
   __device__ __forceinline__ void k_loop_waves(float (&out)[kOut], u32 kb_begin, u32 kb_end) {
     float acc[kAcc];
+#if MOEKIT_KLOOP_EARLY_WAIT
+    // Experiment: the next stage is probed (without blocking, no branch in between) before the K
+    // block's last promotion, so that the probe's latency hides under the FFMAs, as ptxas places
+    // DeepGEMM's unrolled wait; the blocking wait, only when the probe failed, and the next
+    // stage's scales follow the promotion.
+    KBlockScales sc = wait_stage(kb_begin);
+    for (u32 kb = kb_begin; kb < kb_end; ++kb) {
+      bool ready = false;
+#pragma unroll
+      for (int w = 0; w < kLive; ++w) {
+        take_turn();
+        issue(acc, 0, u32(w));
+        pass_turn();
+        ptx::wgmma_wait<0>();
+        if (w == kLive - 1) {
+          release(stage);
+          advance();
+          ready = ptx::mbar_test_wait(s_full + 8 * stage, phase);  // (past the tile's end: unused)
+        }
+        if (w == 0) promote<0>(out, acc, sc);
+        else promote<kLive - 1>(out, acc, sc);
+      }
+      if (kb + 1 < kb_end) sc = wait_stage(kb + 1, ready);
+    }
+#else
     for (u32 kb = kb_begin; kb < kb_end; ++kb) {
       const KBlockScales sc = wait_stage(kb);
 #pragma unroll
@@ -335,6 +365,7 @@ struct Fp8GemmMath {
       }
       advance();
     }
+#endif
   }
 
   __device__ __forceinline__ void k_loop(float (&out)[kOut], u32 kb_begin, u32 kb_end) {
@@ -399,6 +430,20 @@ struct Fp8GemmMath {
     } else {
       static_assert(T::kSplit == 1, "finer promotion needs the pipelined schedule");
       float acc[kAcc];
+#if MOEKIT_KLOOP_EARLY_WAIT
+      KBlockScales sc = wait_stage(kb_begin);
+      for (u32 kb = kb_begin; kb < kb_end; ++kb) {
+        take_turn();
+        issue(acc);
+        pass_turn();
+        ptx::wgmma_wait<0>();
+        release(stage);
+        advance();
+        const bool ready = ptx::mbar_test_wait(s_full + 8 * stage, phase);  // as in k_loop_waves
+        promote(out, acc, sc);
+        if (kb + 1 < kb_end) sc = wait_stage(kb + 1, ready);
+      }
+#else
       for (u32 kb = kb_begin; kb < kb_end; ++kb) {
         const KBlockScales sc = wait_stage(kb);
         take_turn();
@@ -409,6 +454,7 @@ struct Fp8GemmMath {
         promote(out, acc, sc);
         advance();
       }
+#endif
     }
   }
 };

@@ -145,5 +145,27 @@ struct Fp8GemmTraits {
 #ifndef MOEKIT_DIAG_NO_PROMOTE
 #define MOEKIT_DIAG_NO_PROMOTE 0
 #endif
+#ifndef MOEKIT_KLOOP_EARLY_WAIT
+#define MOEKIT_KLOOP_EARLY_WAIT 0
+#endif
+#ifndef MOEKIT_K_ROTATE
+#define MOEKIT_K_ROTATE 0
+#endif
+
+/// Experiment (MOEKIT_K_ROTATE): tiles start their K loop at different K blocks (by their N block),
+/// so that the CTAs of one M block do not request the same A lines at once; not with split-K, the
+/// gathered A or MXFP4 B.
+template <class T, bool kGatherA>
+inline constexpr bool kGemmKRotates = MOEKIT_K_ROTATE != 0 && T::kSplitK == 1 && !kGatherA && !T::kMxfp4;
+/// The first K block of tile (m0, n0) under kGemmKRotates.
+template <class T>
+__device__ __forceinline__ u32 gemm_k_rotation(u32 n0, u32 m0, u32 num_kb) {
+  return (n0 / u32(T::kBlockN) + m0 / u32(T::kBlockM) * 5u) % num_kb;
+}
+/// The K block that step `kb` of a tile whose K loop starts at `rot` reads.
+__device__ __forceinline__ u32 gemm_rotated_kb(u32 kb, u32 rot, u32 num_kb) {
+  const u32 r = kb + rot;
+  return r < num_kb ? r : r - num_kb;
+}
 
 }  // namespace moekit::sm90
