@@ -279,26 +279,40 @@ TEST(Jit, PlannedMoeGemmsCompileForSm90a) {
 
 // The K-loop experiments that diagnostic builds switch on through MOEKIT_JIT_DEFINES
 // (docs/environment.md): each compiles cleanly on every schedule it touches and changes the code of
-// those it applies to (the early wait: two waves, alone and in A-sharing pairs, and the serial
-// schedule; the K rotation: tiles without split-K), and of no other.
+// those it applies to (the early wait: two waves, alone and in A-sharing pairs, the serial and the
+// chained schedules; the K rotation: tiles without split-K, gathered A or MXFP4 B), and of no other.
 TEST(Jit, KLoopExperimentsCompileForSm90a) {
+  using moekit::detail::Fp8GemmKernel;
   struct Case {
     const char* define;
+    Fp8GemmKernel body;
     moekit::GemmConfig c;
+    int promote_k;  // the MoE GEMM1's chains (two warpgroups along N)
     bool changes;
   };
+  constexpr const char* kWait = "MOEKIT_KLOOP_EARLY_WAIT";
+  constexpr const char* kRotate = "MOEKIT_K_ROTATE";
   const Case cases[] = {
-      {"MOEKIT_KLOOP_EARLY_WAIT", {256, 128, 3, 8, 132, 1}, true},
-      {"MOEKIT_KLOOP_EARLY_WAIT", {256, 128, 3, 8, 132, 2}, true},
-      {"MOEKIT_KLOOP_EARLY_WAIT", {128, 192, 4, 8, 132, 1}, true},
-      {"MOEKIT_KLOOP_EARLY_WAIT", {128, 128, 5, 8, 132, 1}, false},  // pipelined: unchanged
-      {"MOEKIT_K_ROTATE", {64, 32, 16, 1, 132, 1}, true},
-      {"MOEKIT_K_ROTATE", {256, 128, 3, 8, 132, 2}, true},
-      {"MOEKIT_K_ROTATE", {64, 64, 8, 1, 132, 1, 2}, false},  // split-K: no rotation
+      {kWait, Fp8GemmKernel::kDense, {256, 128, 3, 8, 132, 1}, 0, true},
+      {kWait, Fp8GemmKernel::kDense, {256, 128, 3, 8, 132, 2}, 0, true},
+      {kWait, Fp8GemmKernel::kDense, {128, 192, 4, 8, 132, 1}, 0, true},
+      {kWait, Fp8GemmKernel::kDense, {128, 128, 5, 8, 132, 1}, 0, false},  // pipelined: unchanged
+      {kWait, Fp8GemmKernel::kMoeGemm1Swiglu, {64, 256, 5, 8, 132, 2}, 64, true},
+      {kWait, Fp8GemmKernel::kMoeGemm1SwigluMxfp4, {64, 256, 3, 8, 132, 1}, 64, true},
+      {kRotate, Fp8GemmKernel::kDense, {64, 32, 16, 1, 132, 1}, 0, true},
+      {kRotate, Fp8GemmKernel::kDense, {256, 128, 3, 8, 132, 2}, 0, true},
+      {kRotate, Fp8GemmKernel::kDense, {64, 64, 8, 1, 132, 1, 2}, 0, false},  // split-K: no rotation
+      {kRotate, Fp8GemmKernel::kMoeGemm1SwigluGather, {64, 256, 5, 8, 132, 1}, 64, false},
   };
   for (const Case& k : cases) {
+    moekit::detail::Fp8GemmFamily family;
+    if (k.promote_k) {
+      family.wg_n = 2;
+      family.promote_k = k.promote_k;
+    }
+    if (k.body == Fp8GemmKernel::kMoeGemm1SwigluMxfp4) family.mx_stages = 4;
     std::string entry;
-    const std::string base = moekit::detail::fp8_gemm_kernel_source(k.c, moekit::detail::Fp8GemmKernel::kDense, &entry);
+    const std::string base = moekit::detail::fp8_gemm_kernel_source(k.c, k.body, &entry, family);
     const std::string src = std::string("#define ") + k.define + " 1\n" + base;
     SCOPED_TRACE(std::string(k.define) + " " + entry);
     expect_compiles_clean(src, entry);

@@ -387,6 +387,32 @@ struct Fp8GemmMath {
       // C7514 only if the loop can also be left right after a part 0 is issued) measured no
       // faster at prefill and 1-2% slower at T = 256...2048 (docs/performance.md §Tried and removed).
       float acc0[kAcc], acc1[kAcc];
+#if MOEKIT_KLOOP_EARLY_WAIT
+      // (as in k_loop_waves; the stage is also released before the chains' sums are added)
+      KBlockScales sc = wait_stage(kb_begin);
+      for (u32 kb = kb_begin; kb < kb_end; ++kb) {
+        bool ready = false;
+        issue(acc0, 0);
+#pragma unroll
+        for (u32 part = 1; part < u32(T::kSplit); ++part) {
+          issue(acc1, part);
+          ptx::wgmma_wait<0>();
+          if (part == u32(T::kSplit) - 1) {
+            release(stage);
+            advance();
+            ready = ptx::mbar_test_wait(s_full + 8 * stage, phase);
+          }
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) {
+            ptx::fence_operand(acc0[i]);
+            ptx::fence_operand(acc1[i]);
+            acc0[i] += acc1[i];
+          }
+        }
+        promote(out, acc0, sc);
+        if (kb + 1 < kb_end) sc = wait_stage(kb + 1, ready);
+      }
+#else
       for (u32 kb = kb_begin; kb < kb_end; ++kb) {
         const KBlockScales sc = wait_stage(kb);
         issue(acc0, 0);
@@ -408,6 +434,7 @@ struct Fp8GemmMath {
         promote(out, acc0, sc);
         advance();
       }
+#endif
     } else if constexpr (kPipelined) {
       float acc0[kAcc], acc1[kAcc];
       KBlockScales sc = wait_stage(kb_begin);
