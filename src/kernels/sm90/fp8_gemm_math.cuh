@@ -319,6 +319,31 @@ struct Fp8GemmMath {
     promote(out, cur, sc);
   }
 
+  /// MOEKIT_KLOOP_EARLY_WAIT (an experiment awaiting its A/B, docs/peers.md §Static comparison):
+  /// the serial schedules probe the next stage (mbarrier.test_wait: no blocking, no branch) right
+  /// after releasing the current one, before the K block's last promotion, so that the probe's
+  /// latency hides under the FFMAs, as ptxas places DeepGEMM's unrolled wait; the blocking wait,
+  /// only if the probe failed, and the next stage's scales follow the promotion.
+  static constexpr bool kEarlyWait = MOEKIT_KLOOP_EARLY_WAIT != 0;
+
+  /// The serial schedules, once the K block's last wgmmas have completed: releases the stage, and
+  /// under kEarlyWait moves to the next one and probes it (past the tile's end the probe is unused).
+  __device__ __forceinline__ bool release_and_probe() {
+    release(stage);
+    if constexpr (!kEarlyWait) return false;
+    advance();
+    return ptx::mbar_test_wait(s_full + 8 * stage, phase);
+  }
+  /// The serial schedules, after K block kb's promotion: under kEarlyWait waits for the next K
+  /// block's stage (unless probed `ready`) and reads its scales into `ahead`, else moves to it.
+  __device__ __forceinline__ void next_stage(KBlockScales& ahead, u32 kb, u32 kb_end, bool ready) {
+    if constexpr (kEarlyWait) {
+      if (kb + 1 < kb_end) ahead = wait_stage(kb + 1, ready);
+    } else {
+      advance();
+    }
+  }
+
   /// Accumulates K blocks [kb_begin, kb_end) of the current tile into `out` (zeroed first). A
   /// split-K share is never empty through the API (split_k <= num_kb is required); an empty one
   /// would contribute zeros.
@@ -326,13 +351,10 @@ struct Fp8GemmMath {
   template <int kLive>
   __device__ __forceinline__ void k_loop_waves(float (&out)[kOut], u32 kb_begin, u32 kb_end) {
     float acc[kAcc];
-#if MOEKIT_KLOOP_EARLY_WAIT
-    // Experiment: the next stage is probed (without blocking, no branch in between) before the K
-    // block's last promotion, so that the probe's latency hides under the FFMAs, as ptxas places
-    // DeepGEMM's unrolled wait; the blocking wait, only when the probe failed, and the next
-    // stage's scales follow the promotion.
-    KBlockScales sc = wait_stage(kb_begin);
+    KBlockScales ahead;  // kEarlyWait: the next K block's scales
+    if constexpr (kEarlyWait) ahead = wait_stage(kb_begin);
     for (u32 kb = kb_begin; kb < kb_end; ++kb) {
+      const KBlockScales sc = kEarlyWait ? ahead : wait_stage(kb);
       bool ready = false;
 #pragma unroll
       for (int w = 0; w < kLive; ++w) {
@@ -340,32 +362,12 @@ struct Fp8GemmMath {
         issue(acc, 0, u32(w));
         pass_turn();
         ptx::wgmma_wait<0>();
-        if (w == kLive - 1) {
-          release(stage);
-          advance();
-          ready = ptx::mbar_test_wait(s_full + 8 * stage, phase);  // (past the tile's end: unused)
-        }
+        if (w == kLive - 1) ready = release_and_probe();
         if (w == 0) promote<0>(out, acc, sc);
         else promote<kLive - 1>(out, acc, sc);
       }
-      if (kb + 1 < kb_end) sc = wait_stage(kb + 1, ready);
+      next_stage(ahead, kb, kb_end, ready);
     }
-#else
-    for (u32 kb = kb_begin; kb < kb_end; ++kb) {
-      const KBlockScales sc = wait_stage(kb);
-#pragma unroll
-      for (int w = 0; w < kLive; ++w) {
-        take_turn();
-        issue(acc, 0, u32(w));
-        pass_turn();
-        ptx::wgmma_wait<0>();
-        if (w == kLive - 1) release(stage);
-        if (w == 0) promote<0>(out, acc, sc);
-        else promote<kLive - 1>(out, acc, sc);
-      }
-      advance();
-    }
-#endif
   }
 
   __device__ __forceinline__ void k_loop(float (&out)[kOut], u32 kb_begin, u32 kb_end) {
@@ -387,21 +389,18 @@ struct Fp8GemmMath {
       // C7514 only if the loop can also be left right after a part 0 is issued) measured no
       // faster at prefill and 1-2% slower at T = 256...2048 (docs/performance.md §Tried and removed).
       float acc0[kAcc], acc1[kAcc];
-#if MOEKIT_KLOOP_EARLY_WAIT
-      // (as in k_loop_waves; the stage is also released before the chains' sums are added)
-      KBlockScales sc = wait_stage(kb_begin);
+      KBlockScales ahead;  // kEarlyWait: the next K block's scales
+      if constexpr (kEarlyWait) ahead = wait_stage(kb_begin);
       for (u32 kb = kb_begin; kb < kb_end; ++kb) {
+        const KBlockScales sc = kEarlyWait ? ahead : wait_stage(kb);
         bool ready = false;
         issue(acc0, 0);
 #pragma unroll
         for (u32 part = 1; part < u32(T::kSplit); ++part) {
           issue(acc1, part);
           ptx::wgmma_wait<0>();
-          if (part == u32(T::kSplit) - 1) {
-            release(stage);
-            advance();
-            ready = ptx::mbar_test_wait(s_full + 8 * stage, phase);
-          }
+          // (kEarlyWait: the stage is released before the chains' sums are added)
+          if (kEarlyWait && part == u32(T::kSplit) - 1) ready = release_and_probe();
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) {
             ptx::fence_operand(acc0[i]);
@@ -409,32 +408,13 @@ struct Fp8GemmMath {
             acc0[i] += acc1[i];
           }
         }
-        promote(out, acc0, sc);
-        if (kb + 1 < kb_end) sc = wait_stage(kb + 1, ready);
-      }
-#else
-      for (u32 kb = kb_begin; kb < kb_end; ++kb) {
-        const KBlockScales sc = wait_stage(kb);
-        issue(acc0, 0);
-#pragma unroll
-        for (u32 part = 1; part < u32(T::kSplit); ++part) {
-          issue(acc1, part);
-          ptx::wgmma_wait<0>();
-#pragma unroll
-          for (int i = 0; i < kAcc; ++i) {
-            ptx::fence_operand(acc0[i]);
-            ptx::fence_operand(acc1[i]);
-            acc0[i] += acc1[i];
-          }
-        }
-        release(stage);
+        if constexpr (!kEarlyWait) release(stage);
 #if MOEKIT_DIAG_NO_PROMOTE
         if (kb + 1 == kb_end)
 #endif
         promote(out, acc0, sc);
-        advance();
+        next_stage(ahead, kb, kb_end, ready);
       }
-#endif
     } else if constexpr (kPipelined) {
       float acc0[kAcc], acc1[kAcc];
       KBlockScales sc = wait_stage(kb_begin);
@@ -457,31 +437,18 @@ struct Fp8GemmMath {
     } else {
       static_assert(T::kSplit == 1, "finer promotion needs the pipelined schedule");
       float acc[kAcc];
-#if MOEKIT_KLOOP_EARLY_WAIT
-      KBlockScales sc = wait_stage(kb_begin);
+      KBlockScales ahead;  // kEarlyWait: the next K block's scales
+      if constexpr (kEarlyWait) ahead = wait_stage(kb_begin);
       for (u32 kb = kb_begin; kb < kb_end; ++kb) {
+        const KBlockScales sc = kEarlyWait ? ahead : wait_stage(kb);
         take_turn();
         issue(acc);
         pass_turn();
         ptx::wgmma_wait<0>();
-        release(stage);
-        advance();
-        const bool ready = ptx::mbar_test_wait(s_full + 8 * stage, phase);  // as in k_loop_waves
+        const bool ready = release_and_probe();
         promote(out, acc, sc);
-        if (kb + 1 < kb_end) sc = wait_stage(kb + 1, ready);
+        next_stage(ahead, kb, kb_end, ready);
       }
-#else
-      for (u32 kb = kb_begin; kb < kb_end; ++kb) {
-        const KBlockScales sc = wait_stage(kb);
-        take_turn();
-        issue(acc);
-        pass_turn();
-        ptx::wgmma_wait<0>();
-        release(stage);
-        promote(out, acc, sc);
-        advance();
-      }
-#endif
     }
   }
 };
