@@ -49,7 +49,9 @@ if [[ " $what " == *" ab "* ]]; then
   # (a -DMOEKIT_DIAGNOSTICS=ON build in $B; the switches: docs/environment.md). AB_VARIANTS: the
   # variants, space-separated, "-" = none (default: none, each K-loop experiment, both); AB_ROUNDS
   # interleaved rounds (default 2); AB_SHAPES / AB_CASES override the dense shapes / grouped cases;
-  # AB_CONFIG forces one dense configuration. Correctness is checked against cuBLASLt in round 1.
+  # AB_CONFIG forces one dense configuration; AB_MOE "PRESET:T1,T2" (default deepseek-v3:4096,16384,
+  # "-" for none) adds the MoE layer (whole layer us). Correctness: against cuBLASLt in round 1, and
+  # the layer's rel_l2 against its float64 reference.
   variants=${AB_VARIANTS:-"- MOEKIT_KLOOP_EARLY_WAIT=1 MOEKIT_K_ROTATE=1 MOEKIT_KLOOP_EARLY_WAIT=1,MOEKIT_K_ROTATE=1"}
   shapes=${AB_SHAPES:-64:2112:7168,64:32768:512,128:2112:7168,128:32768:512,128:4096:7168,4096:2112:7168,4096:24576:1536,4096:32768:512,4096:7168:16384,4096:4096:7168,4096:7168:2048}
   cases=${AB_CASES:-"contiguous:4:8192:4096:7168 contiguous:4:8192:7168:2048 masked:1:1024:4096:7168 masked:4:256:7168:2048"}
@@ -66,12 +68,18 @@ if [[ " $what " == *" ab "* ]]; then
       MOEKIT_JIT_DEFINES=$d timeout 300 $B/moekit bench grouped --csv --data normal --reps 20 --cooldown-ms 300 \
         --no-baseline "${case_args[@]}" 2>/dev/null |
         awk -F, -v v="$v" -v r="$round" 'NR > 1 { print v "\t" r "\t" $1 " " $2 "x" $3 " (" $6 "," $7 ")\t-\t" $14 "\t-" }' >> "$OUT/ab.tsv"
+      moe=${AB_MOE:-deepseek-v3:4096,16384}
+      if [[ $moe != - ]]; then
+        MOEKIT_JIT_DEFINES=$d timeout 300 $B/moekit bench moe --format csv --preset "${moe%%:*}" --tokens "${moe#*:}" \
+          --no-baseline --reps 5 --cooldown-ms 300 2>/dev/null |
+          awk -F, -v v="$v" -v r="$round" 'NR > 1 { print v "\t" r "\tlayer " $1 " T=" $2 "\t-\t" $7 "\t" $4 }' >> "$OUT/ab.tsv"
+      fi
     done
   done
   # One row per case: kernel-only µs of each variant, the rounds' values side by side.
   awk -F'\t' '{ k = $3; if (!(k in seen)) { seen[k] = 1; order[++n] = k } t[k, $1] = t[k, $1] (t[k, $1] == "" ? "" : "/") $5
                  if ($6 != "" && $6 != "-") err[k, $1] = $6; if (!($1 in vs)) { vs[$1] = 1; vo[++m] = $1 } }
-       END { printf "%-34s", "case (kernel-only us; rel_l2 vs cuBLASLt)"; for (j = 1; j <= m; ++j) printf "  %s", vo[j]; print ""
+       END { printf "%-34s", "case (kernel-only us, layer us; rel_l2)"; for (j = 1; j <= m; ++j) printf "  %s", vo[j]; print ""
              for (i = 1; i <= n; ++i) { printf "%-34s", order[i]
                for (j = 1; j <= m; ++j) printf "  %s%s", t[order[i], vo[j]], ((order[i], vo[j]) in err ? " (" err[order[i], vo[j]] ")" : "")
                print "" } }' "$OUT/ab.tsv" | tee "$OUT/ab_table.txt"
