@@ -8,7 +8,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/moekit-out}
 mkdir -p "$OUT"
 export MOEKIT_CACHE_DIR=${MOEKIT_CACHE_DIR:-$PWD/.jitcache}
-B=./build
+B=${B:-./build}  # the build folder (B=./build-diag for ab)
 what=${*:-all}
 has() { [[ " $what " == *" $1 "* || " $what " == *" all "* ]]; }
 
