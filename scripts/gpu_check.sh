@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device-machine call: facts, GPU tests, sanitizers, benchmarks. Run from the repository root
-# with a build folder carried in `build/`. Writes logs under $OUT (if set) and prints a summary.
+# with a build folder in `build/` (or $B). Writes logs under $OUT (if set) and prints a summary.
 # Usage: scripts/gpu_check.sh [tests|sanitize|bench|moe|moebench|ab|all]...
 # (moe: the MoE sanitizer runs; moebench: the main job, deepseek-v3 with the baseline, then every preset;
 #  ab, not part of all: kernel-only A/B of MOEKIT_JIT_DEFINES variants, below)
