@@ -324,6 +324,7 @@ TEST(Jit, KLoopExperimentsCompileForSm90a) {
       {kWait, Fp8GemmKernel::kDense, {128, 128, 5, 8, 132, 1}, 0, false},  // pipelined: unchanged
       {kWait, Fp8GemmKernel::kMoeGemm1Swiglu, {64, 256, 5, 8, 132, 2}, 64, true},
       {kWait, Fp8GemmKernel::kMoeGemm1SwigluMxfp4, {64, 256, 3, 8, 132, 1}, 64, true},
+      {kWait, Fp8GemmKernel::kMoeGemm1SwigluGather, {64, 256, 5, 8, 132, 1}, 32, true},  // A by token
       {kRotate, Fp8GemmKernel::kDense, {64, 32, 16, 1, 132, 1}, 0, true},
       {kRotate, Fp8GemmKernel::kDense, {256, 128, 3, 8, 132, 2}, 0, true},
       {kRotate, Fp8GemmKernel::kDense, {64, 64, 8, 1, 132, 1, 2}, 0, false},  // split-K: no rotation
