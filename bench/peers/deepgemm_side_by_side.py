@@ -23,6 +23,7 @@ import torch
 
 import deep_gemm
 import moekit
+from side_by_side_common import Case, rel_l2
 
 DENSE_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
 GROUPED_NK = [(4096, 7168), (7168, 2048)]
@@ -68,17 +69,8 @@ def dequant_weight(b, sfb):
     return b.float() * s
 
 
-def rel_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
-    out = out.float()
-    if not torch.isfinite(out).all():
-        return float("nan")
-    return ((out - ref).norm() / ref.norm()).item()
 
 
-class Case:
-    def __init__(self, group, label, flops, mk, dg, check):
-        self.group, self.label, self.flops = group, label, flops
-        self.mk, self.dg, self.check = mk, dg, check
 
 
 def dense_case(m, n, k):
@@ -149,12 +141,12 @@ def kernel_times(case: Case, reps: int):
     flush = torch.empty(int(256e6 // 4), dtype=torch.int32, device="cuda")
     for _ in range(2):
         case.mk()
-        case.dg()
+        case.peer()
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
             flush.zero_()
-            case.dg()
+            case.peer()
             flush.zero_()
             case.mk()
         torch.cuda.synchronize()
@@ -214,7 +206,7 @@ def main() -> int:
         case = make()
         if args.reps == 0:
             case.mk()
-            case.dg()
+            case.peer()
             torch.cuda.synchronize()
             e_mk, e_dg = case.check()
             print(f"{case.group:<13} {case.label:<26} {'-':>8} {'-':>8} {'-':>6} {'-':>6} {'-':>6} "

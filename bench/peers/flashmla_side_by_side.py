@@ -78,6 +78,7 @@ import torch
 
 import flash_mla
 import moekit
+from side_by_side_common import Case, rel_l2
 
 D = 512            # head dim of q, k and v on both sides
 NOPE = 448         # E4M3 dims of an FP8 entry
@@ -188,17 +189,8 @@ def reference(q: torch.Tensor, kv32: torch.Tensor, keys: torch.Tensor, sink, sca
     return out
 
 
-def rel_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
-    out = out.float()
-    if not torch.isfinite(out).all():
-        return float("nan")
-    return ((out - ref).norm() / ref.norm()).item()
 
 
-class Case:
-    def __init__(self, group, label, flops, mk, fm, check):
-        self.group, self.label, self.flops = group, label, flops
-        self.mk, self.fm, self.check = mk, fm, check
 
 
 def make_case(caches: Caches, kv: str, phase: str, t: int, h: int, topk: int, window: int, sink: bool, seed: int):
@@ -285,13 +277,13 @@ def kernel_times(case: Case, reps: int):
     interleaved, an L2 flush before each."""
     flush = torch.empty(int(256e6 // 4), dtype=torch.int32, device="cuda")
     for _ in range(2):
-        case.fm()
+        case.peer()
         case.mk()
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
             flush.zero_()
-            case.fm()
+            case.peer()
             flush.zero_()
             case.mk()
         torch.cuda.synchronize()
@@ -379,7 +371,7 @@ def main() -> int:
                 continue
             case = make_case(caches, kv, phase, t, h, k, args.window, args.sink, seed=100 + i)
             if args.reps == 0:
-                case.fm()
+                case.peer()
                 case.mk()
                 torch.cuda.synchronize()
                 e_mk, e_fm = case.check()

@@ -46,6 +46,7 @@ args = parse_args()
 sys.path.insert(0, args.tk_path)
 
 import moekit  # noqa: E402
+from side_by_side_common import rel_l2  # noqa: E402
 import triton_kernels.swiglu  # noqa: E402
 from triton_kernels.matmul_ogs import (FlexCtx, FnSpecs, FusedActivation, GatherIndx, PrecisionConfig,  # noqa: E402
                                        RoutingData, ScatterIndx, matmul_ogs)
@@ -99,10 +100,6 @@ def distinct_logits(t):
     """[t, E] bf16 router logits, each row a permutation of k/16 - 4 (k < E): exact in bf16 and free of
     ties, so that every side picks the same four experts."""
     return (torch.argsort(torch.rand((t, E), device="cuda"), dim=1).float() / 16 - 4).to(torch.bfloat16)
-
-
-def rel_l2(y, ref):
-    return (torch.linalg.vector_norm(y.float() - ref) / torch.linalg.vector_norm(ref)).item()
 
 
 def time_interleaved(calls, reps):
