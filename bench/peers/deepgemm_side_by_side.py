@@ -23,7 +23,7 @@ import torch
 
 import deep_gemm
 import moekit
-from side_by_side_common import Case, rel_l2
+from side_by_side_common import Case, profile_interleaved, rel_l2
 
 DENSE_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
 GROUPED_NK = [(4096, 7168), (7168, 2048)]
@@ -138,29 +138,12 @@ def masked_case(groups, m, n, k):
 
 def kernel_times(case: Case, reps: int):
     """Median kernel-only µs of each side, calls interleaved, an L2 flush before each."""
-    flush = torch.empty(int(256e6 // 4), dtype=torch.int32, device="cuda")
-    for _ in range(2):
-        case.mk()
-        case.peer()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            flush.zero_()
-            case.peer()
-            flush.zero_()
-            case.mk()
-        torch.cuda.synchronize()
-    mk, dg = [], []
-    for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        us = e.time_range.elapsed_us()
-        if e.name.startswith("moekit_fp8_gemm"):
-            mk.append(us)
-        elif "fp8_gemm" in e.name and "impl" in e.name:  # DeepGEMM's sm90_fp8_gemm_1d2d_impl<...>
-            dg.append(us)
+    events = profile_interleaved(case, reps)
+    mk = [end - start for start, end, name in events if name.startswith("moekit_fp8_gemm")]
+    # DeepGEMM's sm90_fp8_gemm_1d2d_impl<...>
+    dg = [end - start for start, end, name in events if "fp8_gemm" in name and "impl" in name]
     if len(mk) != reps or len(dg) != reps:
-        names = sorted({e.name[:80] for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
+        names = sorted({name[:80] for _, _, name in events})
         raise RuntimeError(f"{case.label}: found {len(mk)} moekit / {len(dg)} DeepGEMM kernels, want {reps}: {names}")
     return statistics.median(mk), statistics.median(dg)
 

@@ -78,7 +78,7 @@ import torch
 
 import flash_mla
 import moekit
-from side_by_side_common import Case, rel_l2
+from side_by_side_common import Case, profile_interleaved, rel_l2
 
 D = 512            # head dim of q, k and v on both sides
 NOPE = 448         # E4M3 dims of an FP8 entry
@@ -275,20 +275,7 @@ def call_spans(events) -> dict[str, list[float]]:
 def kernel_times(case: Case, reps: int):
     """Median kernel-only µs of each side's call (first kernel's start to last kernel's end), calls
     interleaved, an L2 flush before each."""
-    flush = torch.empty(int(256e6 // 4), dtype=torch.int32, device="cuda")
-    for _ in range(2):
-        case.peer()
-        case.mk()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            flush.zero_()
-            case.peer()
-            flush.zero_()
-            case.mk()
-        torch.cuda.synchronize()
-    events = [(e.time_range.start, e.time_range.end, e.name) for e in prof.events()
-              if e.device_type == torch.autograd.DeviceType.CUDA]
+    events = profile_interleaved(case, reps)
     spans = call_spans(events)
     if len(spans["mk"]) != reps or len(spans["fm"]) != reps:
         names = sorted({n[:90] for _, _, n in events})
